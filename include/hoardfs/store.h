@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cache's data files on local disk.  One sparse file per object
+ * version, named by SHA-256 of (bucket, key, ETag) so that neither the key's
+ * text nor its length ever reaches the local filesystem:
+ *   <cache_dir>/data/<h[0..2)>/<h>      (h = 64 hex digits)
+ * Directories are 0700 and files 0600.  The store only creates, opens and
+ * removes files; which bytes are valid is the index's business (idx.h).
+ */
+#ifndef HOARDFS_STORE_H
+#define HOARDFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_NAME_LEN 64 /* hex digits of the data file's name */
+
+struct store;
+
+/*
+ * store_open - use @cache_dir (created 0700 with its parents if missing;
+ * an existing dir is chmod'ed to 0700) and its data/ subdir.
+ * On success *@out owns a new store; free it with store_free().
+ * Returns 0, -EACCES/-ENOTDIR/-EROFS/... from mkdir(2), or -ENOMEM.
+ * Thread-safe after it returns.
+ */
+int store_open(const char *cache_dir, struct store **out)
+	__attribute__((warn_unused_result));
+
+/* store_free - release @s (NULL is a no-op).  Open fds stay valid. */
+void store_free(struct store *s);
+
+/*
+ * store_name - the data file name of one object version: lower-case hex
+ * SHA-256 over bucket, NUL, key, NUL, etag.  @out holds STORE_NAME_LEN + 1.
+ * Returns 0 or -EIO (OpenSSL failure).
+ */
+int store_name(const char *bucket, const char *key, const char *etag, char *out)
+	__attribute__((warn_unused_result));
+
+/*
+ * store_file_open - open (creating 0600 if missing) the data file @name and
+ * size it to @size_bytes with ftruncate(2) (sparse; existing bytes below
+ * @size_bytes are kept).  Returns an fd opened O_RDWR|O_CLOEXEC, owned by
+ * the caller, or -errno from open(2)/ftruncate(2) (-ENOSPC, -EIO, ...).
+ */
+int store_file_open(struct store *s, const char *name, uint64_t size_bytes)
+	__attribute__((warn_unused_result));
+
+/*
+ * store_file_remove - unlink the data file @name.  A missing file is not an
+ * error.  Returns 0 or -errno from unlink(2).
+ */
+int store_file_remove(struct store *s, const char *name);
+
+/*
+ * store_pwrite_all - write all @len bytes of @buf at @off in @fd, retrying
+ * short writes and EINTR.  Returns 0 or -errno (-ENOSPC, -EIO).
+ */
+int store_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+	__attribute__((warn_unused_result));
+
+/* store_dir - the cache dir given to store_open(); owned by @s. */
+const char *store_dir(const struct store *s);
+
+#endif
