@@ -11,6 +11,10 @@
  * Thread safety: every function may be called from any thread; one
  * internal mutex serializes them on a single connection.  All block on
  * disk I/O.
+ *
+ * Errors: SQLite failures are logged with SQLite's message and returned as
+ * -EIO (also for a corrupt database), except -ENOSPC (disk full), -ENOMEM,
+ * and -EBUSY (another process held the lock past the busy timeout).
  */
 #ifndef HOARDFS_IDX_H
 #define HOARDFS_IDX_H
@@ -35,17 +39,18 @@ struct idx_object {
 
 /* One extent to record: bytes [off, end) of object @object_id. */
 struct idx_extent_rec {
-	int64_t object_id;
-	uint64_t off;
-	uint64_t end;
+	int64_t object_id; /* idx_object.id of the object */
+	uint64_t off;	   /* first byte */
+	uint64_t end;	   /* one past the last byte; <= INT64_MAX */
 };
 
 /*
  * idx_open - open or create the database at @db_path (mode 0600), set WAL
  * and synchronous=NORMAL, and create or migrate the schema.
  * Returns 0 with *@out owning the index, -EIO for a database SQLite cannot
- * open or that is corrupt, -EPROTO for a schema newer than this build, or
- * -ENOMEM.
+ * open or that is corrupt, -EPROTO for a schema newer than this build,
+ * -ENOMEM, -EBUSY, or -errno from open(2)/chmod(2) of the file (-EACCES,
+ * -EISDIR, ...).
  */
 int idx_open(const char *db_path, struct idx **out)
 	__attribute__((warn_unused_result));
@@ -68,7 +73,9 @@ int idx_object_lookup(struct idx *x, const char *bucket, const char *key,
  * transaction and its ETag is copied to @old_etag (IDX_ETAG_MAX bytes) so
  * the caller can remove the old data file; otherwise @old_etag is "".
  * The row's last access is set to now.  Fills *@out with the new row.
- * Returns 0, -EINVAL for an ETag longer than IDX_ETAG_MAX - 1, -EIO.
+ * @out and @old_etag may be NULL.
+ * Returns 0, -EINVAL for an ETag longer than IDX_ETAG_MAX - 1 or a size
+ * over INT64_MAX, -EIO.
  */
 int idx_object_set_version(struct idx *x, const char *bucket, const char *key,
 			   const char *etag, uint64_t size_bytes,
@@ -87,7 +94,9 @@ int idx_extents_load(struct idx *x, int64_t object_id, struct extent_set *set)
  * extents in @v (each merged with the touching or overlapping extents of
  * its object, so the table stays coalesced) and set the last access of
  * every object named to @atime_sec.  Extents of objects no longer in the
- * index are ignored.  Returns 0 or -EIO (nothing recorded).
+ * index are ignored, and so are empty records (off == end).
+ * Returns 0, or -EINVAL (a record with off > end or end > INT64_MAX),
+ * -ENOMEM or -EIO, and then nothing is recorded.
  */
 int idx_extents_commit(struct idx *x, const struct idx_extent_rec *v, size_t n,
 		       int64_t atime_sec) __attribute__((warn_unused_result));

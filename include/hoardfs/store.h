@@ -21,7 +21,8 @@ struct store;
  * store_open - use @cache_dir (created 0700 with its parents if missing;
  * an existing dir is chmod'ed to 0700) and its data/ subdir.
  * On success *@out owns a new store; free it with store_free().
- * Returns 0, -EACCES/-ENOTDIR/-EROFS/... from mkdir(2), or -ENOMEM.
+ * Returns 0, -EACCES/-ENOTDIR/-EROFS/... from mkdir(2), -ENOMEM, or
+ * -EINVAL for an empty path.
  * Thread-safe after it returns.
  */
 int store_open(const char *cache_dir, struct store **out)
@@ -33,7 +34,8 @@ void store_free(struct store *s);
 /*
  * store_name - the data file name of one object version: lower-case hex
  * SHA-256 over bucket, NUL, key, NUL, etag.  @out holds STORE_NAME_LEN + 1.
- * Returns 0 or -EIO (OpenSSL failure).
+ * Returns 0, -EIO (OpenSSL failure) or -ENOMEM (only for inputs over
+ * 1280 bytes, which S3 limits never produce).
  */
 int store_name(const char *bucket, const char *key, const char *etag, char *out)
 	__attribute__((warn_unused_result));
@@ -42,20 +44,26 @@ int store_name(const char *bucket, const char *key, const char *etag, char *out)
  * store_file_open - open (creating 0600 if missing) the data file @name and
  * size it to @size_bytes with ftruncate(2) (sparse; existing bytes below
  * @size_bytes are kept).  Returns an fd opened O_RDWR|O_CLOEXEC, owned by
- * the caller, or -errno from open(2)/ftruncate(2) (-ENOSPC, -EIO, ...).
+ * the caller, or -errno from open(2)/ftruncate(2) (-ENOSPC, -EIO, ...),
+ * -EINVAL when @name is not STORE_NAME_LEN lower-case hex digits, -EFBIG
+ * when @size_bytes exceeds INT64_MAX.  Blocks on fsync(2) of the
+ * directories when it creates the file, so the new entry is durable.
  */
 int store_file_open(struct store *s, const char *name, uint64_t size_bytes)
 	__attribute__((warn_unused_result));
 
 /*
  * store_file_remove - unlink the data file @name.  A missing file is not an
- * error.  Returns 0 or -errno from unlink(2).
+ * error.  Returns 0, -EINVAL for a malformed @name, or -errno from
+ * unlink(2).
  */
 int store_file_remove(struct store *s, const char *name);
 
 /*
  * store_pwrite_all - write all @len bytes of @buf at @off in @fd, retrying
- * short writes and EINTR.  Returns 0 or -errno (-ENOSPC, -EIO).
+ * short writes and EINTR.  Returns 0 or -errno (-ENOSPC, -EIO, -EFBIG when
+ * @off + @len exceeds INT64_MAX or the file size limit); after an error
+ * some leading bytes may have been written.
  */
 int store_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 	__attribute__((warn_unused_result));

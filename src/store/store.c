@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cache's data files: creating the cache dir, naming object versions,
+ * and creating, sizing, writing and removing sparse data files under
+ * <cache_dir>/data.  It does not know which bytes of a file are valid (the
+ * index does) and does no reads: callers pread(2) or splice from the fd.
+ *
+ * DESIGN
+ * Threads and locks: a store holds only the cache dir's path and an fd of
+ * its data/ dir, both fixed at store_open(), so it takes no lock.  Every
+ * operation is a few system calls relative to that fd (mkdirat, openat,
+ * unlinkat), which the kernel serializes.  Two threads opening the same
+ * name race harmlessly: O_CREAT without O_EXCL opens the same inode, and
+ * both ftruncate it to the same size.  Two threads creating the same
+ * data/<h[0..2)> dir race harmlessly too: the loser sees EEXIST.
+ * Modes: directories 0700 and files 0600 whatever the process umask, by
+ * chmod after every mkdir and fchmod after every open, since umask is
+ * process-wide and cannot be changed safely under other threads.
+ * Ordering and durability: the caller fdatasync()s a file before the
+ * index records its bytes (idx.h), but fdatasync does not make the file's
+ * directory entry durable.  So when store_file_open() creates a file it
+ * fsyncs data/<h[0..2)> and data/ before returning: after a crash the
+ * index never names bytes of a file that vanished.  Reopening an existing
+ * file syncs nothing.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hoardfs/log.h"
+#include "hoardfs/store.h"
+#include "hoardfs/util.h"
+
+#define STORE_DIR_MODE	0700 /* the cache may hold private objects */
+#define STORE_FILE_MODE 0600 /* likewise, for each data file */
+#define STORE_FANOUT	2    /* hex digits of the name used as subdir */
+
+/*
+ * Invariant: dir is the path given to store_open(), and data_fd is an open
+ * directory fd of dir/data, mode 0700, for the whole life of the store.
+ */
+struct store {
+	char *dir;   /* the cache dir as given by the user; owned */
+	int data_fd; /* O_DIRECTORY fd of <dir>/data, for the *at() calls */
+};
+
+/*
+ * store_mkdir - create @path with mode 0700 (exactly, whatever the umask);
+ * an existing directory is left as it is.
+ * Returns 0, -ENOTDIR when @path exists but is not a directory, or -errno
+ * from mkdir(2)/chmod(2).
+ */
+static int store_mkdir(const char *path)
+{
+	struct stat st;
+
+	if (mkdir(path, STORE_DIR_MODE) == 0) {
+		if (chmod(path, STORE_DIR_MODE) != 0)
+			return -errno;
+		return 0;
+	}
+	if (errno != EEXIST)
+		return -errno;
+	if (stat(path, &st) != 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+/*
+ * store_mkdir_parents - like `mkdir -p`: create every missing directory
+ * of @path, each 0700.  Existing directories keep their mode.
+ * Returns 0, -ENOMEM, or -errno as store_mkdir().
+ */
+static int store_mkdir_parents(const char *path)
+{
+	char *copy = strdup(path);
+	char *p;
+	int rc;
+
+	if (!copy)
+		return -ENOMEM;
+	/* Skip leading slashes, then create each prefix ending at a '/'. */
+	for (p = copy; *p == '/'; p++)
+		;
+	for (; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		rc = store_mkdir(copy);
+		*p = '/';
+		if (rc)
+			goto out;
+	}
+	rc = store_mkdir(copy);
+out:
+	free(copy);
+	return rc;
+}
+
+/*
+ * store_name_ok - nonzero when @name is exactly STORE_NAME_LEN lower-case
+ * hex digits, so it can never leave the data dir ("..", "/").
+ */
+static int store_name_ok(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < STORE_NAME_LEN; i++) {
+		char c = name[i];
+
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return name[i] == '\0';
+}
+
+/*
+ * store_rel_path - "<h[0..2)>/<h>" of @name into @out, relative to the
+ * data dir.  @name must pass store_name_ok().
+ */
+static void store_rel_path(const char *name,
+			   char out[STORE_FANOUT + 1 + STORE_NAME_LEN + 1])
+{
+	memcpy(out, name, STORE_FANOUT);
+	out[STORE_FANOUT] = '/';
+	memcpy(out + STORE_FANOUT + 1, name, STORE_NAME_LEN + 1);
+}
+
+/*
+ * store_openat - open the data file at @rel (relative to the data dir)
+ * read-write, creating it if missing; *@created says whether this call
+ * created it.  O_EXCL first, so creation is known; a file removed between
+ * the two opens is simply created on the next turn.
+ * Returns an fd or -errno.
+ */
+static int store_openat(struct store *s, const char *rel, int *created)
+{
+	const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+	int fd, rc;
+
+	for (;;) {
+		fd = openat(s->data_fd, rel, flags | O_CREAT | O_EXCL,
+			    STORE_FILE_MODE);
+		if (fd >= 0) {
+			*created = 1;
+			return fd;
+		}
+		if (errno != EEXIST)
+			break;
+		fd = openat(s->data_fd, rel, flags);
+		if (fd >= 0) {
+			*created = 0;
+			return fd;
+		}
+		if (errno != ENOENT)
+			break;
+	}
+	rc = -errno;
+	log_error("store: cannot open %s/data/%s: %s", s->dir, rel,
+		  strerror(-rc));
+	return rc;
+}
+
+/*
+ * store_sync_dir - fsync(2) the directory @rel of the data dir ("." for
+ * the data dir itself), making the entries created in it durable.
+ * Returns 0 or -errno.
+ */
+static int store_sync_dir(struct store *s, const char *rel)
+{
+	int fd, rc = 0;
+
+	fd = openat(s->data_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) != 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (rc)
+		log_error("store: cannot sync %s/data/%s: %s", s->dir, rel,
+			  strerror(-rc));
+	return rc;
+}
+
+int store_open(const char *cache_dir, struct store **out)
+{
+	struct store *s = NULL;
+	char *data = NULL;
+	int rc;
+
+	*out = NULL;
+	if (!cache_dir || !*cache_dir)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	s->data_fd = -1;
+	s->dir = strdup(cache_dir);
+	if (!s->dir || asprintf(&data, "%s/data", cache_dir) < 0) {
+		data = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = store_mkdir_parents(cache_dir);
+	if (rc) {
+		log_error("store: cannot create cache dir %s: %s", cache_dir,
+			  strerror(-rc));
+		goto out;
+	}
+	/* An existing cache dir may have been made by hand with 0755. */
+	if (chmod(cache_dir, STORE_DIR_MODE) != 0) {
+		rc = -errno;
+		log_error("store: cannot chmod cache dir %s to 0700: %s",
+			  cache_dir, strerror(-rc));
+		goto out;
+	}
+	rc = store_mkdir(data);
+	if (rc) {
+		log_error("store: cannot create %s: %s", data, strerror(-rc));
+		goto out;
+	}
+	s->data_fd = open(data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->data_fd < 0) {
+		rc = -errno;
+		log_error("store: cannot open %s: %s", data, strerror(-rc));
+		goto out;
+	}
+	if (fchmod(s->data_fd, STORE_DIR_MODE) != 0) {
+		rc = -errno;
+		log_error("store: cannot chmod %s to 0700: %s", data,
+			  strerror(-rc));
+		goto out;
+	}
+	*out = s;
+	s = NULL;
+	rc = 0;
+out:
+	free(data);
+	store_free(s);
+	return rc;
+}
+
+void store_free(struct store *s)
+{
+	if (!s)
+		return;
+	if (s->data_fd >= 0)
+		close(s->data_fd);
+	free(s->dir);
+	free(s);
+}
+
+int store_name(const char *bucket, const char *key, const char *etag, char *out)
+{
+	/*
+	 * Room for a 63-byte bucket, a 1024-byte key (the S3 and OBS limit)
+	 * and a 128-byte ETag, so no allocation in practice.
+	 */
+	char stack_buf[1280];
+	size_t bucket_len = strlen(bucket), key_len = strlen(key);
+	size_t etag_len = strlen(etag);
+	size_t len = bucket_len + 1 + key_len + 1 + etag_len;
+	char *buf = stack_buf;
+	int rc;
+
+	if (len > sizeof(stack_buf)) {
+		buf = malloc(len);
+		if (!buf)
+			return -ENOMEM;
+	}
+	/* bucket NUL key NUL etag: NUL cannot occur in any of the three. */
+	memcpy(buf, bucket, bucket_len + 1);
+	memcpy(buf + bucket_len + 1, key, key_len + 1);
+	memcpy(buf + bucket_len + 1 + key_len + 1, etag, etag_len);
+	rc = util_sha256_hex(buf, len, out);
+	if (buf != stack_buf)
+		free(buf);
+	return rc;
+}
+
+int store_file_open(struct store *s, const char *name, uint64_t size_bytes)
+{
+	char rel[STORE_FANOUT + 1 + STORE_NAME_LEN + 1];
+	char sub[STORE_FANOUT + 1];
+	struct stat st;
+	int created = 0;
+	int fd = -1;
+	int rc;
+
+	if (!store_name_ok(name))
+		return -EINVAL;
+	if (size_bytes > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	memcpy(sub, name, STORE_FANOUT);
+	sub[STORE_FANOUT] = '\0';
+	store_rel_path(name, rel);
+
+	if (mkdirat(s->data_fd, sub, STORE_DIR_MODE) == 0) {
+		if (fchmodat(s->data_fd, sub, STORE_DIR_MODE, 0) != 0) {
+			rc = -errno;
+			log_error("store: cannot chmod %s/data/%s: %s", s->dir,
+				  sub, strerror(-rc));
+			goto out;
+		}
+	} else if (errno != EEXIST) {
+		rc = -errno;
+		log_error("store: cannot create %s/data/%s: %s", s->dir, sub,
+			  strerror(-rc));
+		goto out;
+	}
+	rc = store_openat(s, rel, &created);
+	if (rc < 0)
+		goto out;
+	fd = rc;
+	/* open(2) applied the umask; set the mode exactly. */
+	if (fchmod(fd, STORE_FILE_MODE) != 0 || fstat(fd, &st) != 0) {
+		rc = -errno;
+		log_error("store: cannot chmod %s/data/%s: %s", s->dir, rel,
+			  strerror(-rc));
+		goto out;
+	}
+	/* Skip the call when the size is right: it would bump the mtime. */
+	if ((uint64_t)st.st_size != size_bytes &&
+	    ftruncate(fd, (off_t)size_bytes) != 0) {
+		rc = -errno;
+		log_error("store: cannot size %s/data/%s to %llu bytes: %s",
+			  s->dir, rel, (unsigned long long)size_bytes,
+			  strerror(-rc));
+		goto out;
+	}
+	/*
+	 * The new entry, then the data dir's entry for the subdir: always
+	 * both, since the subdir may have been created a moment ago by
+	 * another thread that has not synced it yet.  Cheap when clean.
+	 */
+	if (created) {
+		rc = store_sync_dir(s, sub);
+		if (rc == 0)
+			rc = store_sync_dir(s, ".");
+		if (rc)
+			goto out;
+	}
+	rc = fd;
+	fd = -1;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int store_file_remove(struct store *s, const char *name)
+{
+	char rel[STORE_FANOUT + 1 + STORE_NAME_LEN + 1];
+	int rc;
+
+	if (!store_name_ok(name))
+		return -EINVAL;
+	store_rel_path(name, rel);
+	if (unlinkat(s->data_fd, rel, 0) == 0 || errno == ENOENT)
+		return 0;
+	rc = -errno;
+	log_error("store: cannot remove %s/data/%s: %s", s->dir, rel,
+		  strerror(-rc));
+	return rc;
+}
+
+int store_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return -EFBIG;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		/* pwrite(2) returns 0 only for len 0; never spin on it. */
+		if (n == 0)
+			return -EIO;
+		assert((size_t)n <= len);
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+const char *store_dir(const struct store *s)
+{
+	return s->dir;
+}
