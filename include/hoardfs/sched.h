@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fetch scheduler: turns "this object version is open" into parallel
+ * ranged GETs that fill its cache data file, and lets readers wait for just
+ * the bytes they need.  Objects are split into parts of part_size bytes;
+ * each part is fetched at most once at a time however many readers want it
+ * (single flight), parts a reader waits for go before read-ahead parts, and
+ * a part is recorded in the index only after its bytes are durable.
+ *
+ * Thread safety: every function may be called from any thread.  Blocking
+ * is noted per function.
+ */
+#ifndef HOARDFS_SCHED_H
+#define HOARDFS_SCHED_H
+
+#include <stdint.h>
+
+#include "hoardfs/client.h"
+#include "hoardfs/idx.h"
+#include "hoardfs/store.h"
+
+struct sched_config {
+	uint64_t part_size; /* bytes per ranged GET, > 0 */
+	unsigned workers;   /* GETs in flight at once, >= 1 */
+};
+
+/* Counters since start, for status output and tests. */
+struct sched_stats {
+	uint64_t parts_fetched; /* ranged GETs that completed */
+	uint64_t bytes_fetched; /* bytes written from the store */
+	uint64_t
+		fetch_errors; /* parts that failed after the client's retries */
+	uint64_t bytes_served_cached;  /* read bytes whose parts were cached
+					* when the read arrived */
+	uint64_t bytes_served_fetched; /* read bytes that waited for a GET */
+};
+
+struct sched;
+struct sched_obj;
+
+/*
+ * sched_new - start the worker and commit threads.  @client, @store and
+ * @idx are borrowed and must outlive the scheduler; @bucket is copied.
+ * Returns 0 with *@out owning the scheduler, -EINVAL for a zero part size
+ * or worker count, -ENOMEM, or -EAGAIN when a thread cannot start.
+ */
+int sched_new(const struct sched_config *cfg, const char *bucket,
+	      struct client *client, struct store *store, struct idx *idx,
+	      struct sched **out) __attribute__((warn_unused_result));
+
+/*
+ * sched_free - stop: transfers under way are cancelled, parts already on
+ * disk are committed to the index, threads are joined.  Every sched_obj
+ * must have been put.  NULL is a no-op.  Blocks until the threads end.
+ */
+void sched_free(struct sched *s);
+
+/*
+ * sched_obj_open - get the cache state of object @key at version @etag
+ * (@size_bytes, @mtime_sec as listed).  The first open of a version
+ * records it in the index (dropping the extents of an older version and
+ * its data file), opens its data file, and queues a fetch of every part
+ * not yet on disk.  Later opens share the same state.
+ * Returns 0 with *@out holding one reference (drop with sched_obj_put()),
+ * or -ENOMEM, -EIO (index), or -errno from the data file (-ENOSPC, ...).
+ * Blocks on the index and the local filesystem, never on the network.
+ */
+int sched_obj_open(struct sched *s, const char *key, const char *etag,
+		   uint64_t size_bytes, int64_t mtime_sec,
+		   struct sched_obj **out) __attribute__((warn_unused_result));
+
+/* sched_obj_put - drop a reference; NULL is a no-op.  Parts still queued
+ * keep being fetched after the last reference is gone. */
+void sched_obj_put(struct sched_obj *o);
+
+/*
+ * sched_obj_wait - block until bytes [@off, @off + @len) of the object are
+ * in its data file (clamped to the object size), moving their parts ahead
+ * of read-ahead.  Returns 0, or the errno of a failed fetch of one of them
+ * (-EIO, -ESTALE when the object changed on the server, -ENOENT, -EACCES,
+ * -ENOSPC, -ECANCELED at shutdown).  A failed part is tried again by the
+ * next wait that needs it.  Never blocks when the range is cached.
+ */
+int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
+	__attribute__((warn_unused_result));
+
+/* sched_obj_fd - the data file's fd, valid while a reference is held. */
+int sched_obj_fd(const struct sched_obj *o);
+
+/*
+ * sched_cached_bytes - how many bytes of @key at version @etag are on disk,
+ * whether the object is open or not, into *@bytes (0 when that version is
+ * not cached), and whether a fetch of it is under way into *@fetching.
+ * Returns 0, or -EIO from the index.  Blocks on the index.
+ */
+int sched_cached_bytes(struct sched *s, const char *key, const char *etag,
+		       uint64_t *bytes, int *fetching)
+	__attribute__((warn_unused_result));
+
+/* sched_stats_get - a consistent copy of the counters. */
+void sched_stats_get(struct sched *s, struct sched_stats *out);
+
+#endif
