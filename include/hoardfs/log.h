@@ -9,6 +9,7 @@
 #define HOARDFS_LOG_H
 
 enum log_level {
+	LOG_LEVEL_OFF = -1, /* nothing is written */
 	LOG_LEVEL_ERROR = 0,
 	LOG_LEVEL_WARN = 1,
 	LOG_LEVEL_INFO = 2,
@@ -23,6 +24,13 @@ enum log_level {
  * Call once before other threads start; not thread-safe against log_msg.
  */
 void log_init(enum log_level level, int use_syslog);
+
+/*
+ * log_set_level - change the threshold; returns the previous one.  For
+ * short quiet spells in a single thread (a start-up probe whose failure
+ * the caller reports itself).
+ */
+enum log_level log_set_level(enum log_level level);
 
 /*
  * log_level_parse - "error", "warn", "info" or "debug" to a level.

@@ -27,6 +27,14 @@ void log_init(enum log_level level, int use_syslog)
 		openlog("hoardfs", LOG_PID, LOG_DAEMON);
 }
 
+enum log_level log_set_level(enum log_level level)
+{
+	enum log_level old = log_threshold;
+
+	log_threshold = level;
+	return old;
+}
+
 int log_level_parse(const char *text)
 {
 	for (size_t i = 0; i < sizeof(log_names) / sizeof(log_names[0]); i++)

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The read-only FUSE filesystem (libfuse low-level API): the inode table,
+ * directories implied by key prefixes, listings cached under the metadata
+ * TTL, and the handlers that answer lookups, attributes, directory reads,
+ * opens, reads (from the cache file by splice) and extended attributes.
+ * Every write operation answers EROFS.
+ */
+#ifndef HOARDFS_FS_H
+#define HOARDFS_FS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <fuse_lowlevel.h>
+
+#include "hoardfs/client.h"
+#include "hoardfs/sched.h"
+#include "hoardfs/store.h"
+
+struct fs_config {
+	const char *bucket; /* bucket name */
+	const char *prefix; /* key prefix mounted as the root: "" or "a/b/" */
+	int64_t metadata_ttl_sec; /* listing and attribute lifetime; -1 for
+				   * forever, 0 to ask the server every time */
+	uid_t uid;		  /* owner of every file and directory */
+	gid_t gid;		  /* group of every file and directory */
+	mode_t file_mode;	  /* permission bits of files, e.g. 0444 */
+	mode_t dir_mode; /* permission bits of directories, e.g. 0555 */
+};
+
+struct fs;
+
+/*
+ * fs_new - the filesystem state for one mount.  @client and @store are
+ * borrowed and must outlive it; strings in @cfg are copied.  The scheduler
+ * is attached later with fs_set_sched(), once the process has daemonized.
+ * Returns 0 with *@out owning it, or -ENOMEM.
+ */
+int fs_new(const struct fs_config *cfg, struct client *client,
+	   struct store *store, struct fs **out)
+	__attribute__((warn_unused_result));
+
+/* fs_set_sched - attach the scheduler before the session loop starts. */
+void fs_set_sched(struct fs *fs, struct sched *sched);
+
+/* fs_free - free @fs and every inode (NULL is a no-op); call after the
+ * session loop ended. */
+void fs_free(struct fs *fs);
+
+/* fs_ops - the handler table to pass to fuse_session_new() with the fs as
+ * userdata. */
+const struct fuse_lowlevel_ops *fs_ops(void);
+
+#endif

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Command-line and configuration parsing for the hoardfs daemon: options
+ * in long form (--cache-dir DIR) and fstab form (-o cache_dir=DIR), the
+ * obs:// or s3:// source, the environment's endpoint, region and
+ * credentials.  Nothing here mounts or sends a request.
+ */
+#ifndef HOARDFS_CLI_H
+#define HOARDFS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Exit statuses (sysexits-like but as the brief and s3fs users expect). */
+#define CLI_EXIT_OK	 0
+#define CLI_EXIT_RUNTIME 1 /* bucket, credentials, endpoint, mount */
+#define CLI_EXIT_USAGE	 2 /* a bad option or argument */
+
+/* Defaults, documented in --help, README and the man page. */
+#define CLI_DEFAULT_PART_SIZE                                                  \
+	(8ull << 20)		    /* 8 MiB: S3's advised range               \
+				     * size [P §7] */
+#define CLI_DEFAULT_PARALLEL	 16 /* GETs in flight */
+#define CLI_DEFAULT_METADATA_TTL 60 /* seconds, as mountpoint-s3 --cache */
+#define CLI_MAX_PARALLEL	 256
+
+/* Everything the command line and environment decided.  Strings are owned
+ * and freed by cli_options_free(). */
+struct cli_options {
+	char *bucket; /* from obs://BUCKET[/PREFIX] */
+	char *prefix; /* "" or "a/b/" (always ends with '/') */
+	char *source; /* the source as given, for the mount table */
+	char *mountpoint;
+	char *endpoint;	    /* http(s)://host[:port] */
+	char *region;	    /* NULL: derive from the endpoint or us-east-1 */
+	int path_style;	    /* --path-style */
+	int list_v2;	    /* --list-v2 */
+	char *cache_dir;    /* NULL: the default, see cli_default_cache_dir() */
+	char *passwd_file;  /* --passwd-file */
+	char *ca_bundle;    /* --ca-bundle, else AWS_CA_BUNDLE */
+	int foreground;	    /* -f or -d */
+	int debug;	    /* -d: FUSE debug and log level debug */
+	int log_level;	    /* enum log_level */
+	uint64_t part_size; /* bytes */
+	unsigned parallel;  /* GETs in flight */
+	int64_t metadata_ttl_sec; /* -1 forever */
+	uid_t uid;
+	gid_t gid;
+	mode_t file_mode; /* permission bits */
+	mode_t dir_mode;
+	char **fuse_opts; /* "-o" values passed through to libfuse */
+	size_t nfuse_opts;
+	int help;    /* --help: print usage and exit 0 */
+	int version; /* --version */
+};
+
+/*
+ * cli_parse - parse @argv into @o (which is first reset to the defaults).
+ * Environment (endpoint, region, CA bundle) is read here too.  On error
+ * writes one line naming the bad option or argument into @err (@errlen
+ * bytes) and returns -EINVAL; -ENOMEM when out of memory.  Returns 0 on
+ * success, also for --help and --version (check o->help, o->version).
+ */
+int cli_parse(int argc, char **argv, struct cli_options *o, char *err,
+	      size_t errlen) __attribute__((warn_unused_result));
+
+/* cli_options_free - free what @o owns and reset it. */
+void cli_options_free(struct cli_options *o);
+
+/* cli_usage - the --help text. */
+const char *cli_usage(void);
+
+/*
+ * cli_default_cache_dir - /cache/hoardfs when /cache is a directory, else
+ * ${XDG_CACHE_HOME:-$HOME/.cache}/hoardfs.  Returns a malloc'd string or
+ * NULL when out of memory or neither HOME nor XDG_CACHE_HOME is set.
+ */
+char *cli_default_cache_dir(void);
+
+/* Access keys found by cli_credentials_load(); strings owned. */
+struct cli_credentials {
+	char *access_key;
+	char *secret_key;
+	char *security_token; /* NULL when none */
+	const char *source;   /* where they came from, for the log (static) */
+};
+
+/*
+ * cli_credentials_load - the first credentials found in this order:
+ * @passwd_file (when not NULL: lines "AK:SK[:TOKEN]", '#' comments; the
+ * file must not be readable or writable by group or others),
+ * OBS_ACCESS_KEY_ID / OBS_SECRET_ACCESS_KEY / OBS_SECURITY_TOKEN,
+ * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
+ * Returns 0, -ENOENT when none is found, -EPERM for a passwd file with a
+ * too open mode, -EINVAL for one without a valid line, -errno when it
+ * cannot be read; @err gets one line saying which (never a secret).
+ */
+int cli_credentials_load(const char *passwd_file, struct cli_credentials *c,
+			 char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/*
+ * cli_passwd_parse - the first valid "AK:SK[:TOKEN]" line of @text
+ * (@len bytes, need not be NUL-terminated).  Whitespace around fields is
+ * trimmed.  Returns 0, -EINVAL when no line is valid, -ENOMEM.
+ */
+int cli_passwd_parse(const char *text, size_t len, struct cli_credentials *c)
+	__attribute__((warn_unused_result));
+
+/* cli_credentials_free - wipe and free the strings in @c. */
+void cli_credentials_free(struct cli_credentials *c);
+
+#endif

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The hoardfs daemon: parse options, find credentials, check that the
+ * bucket answers and the cache dir is usable, mount, daemonize, and run
+ * the multi-threaded FUSE loop until unmounted (fusermount3 -u, SIGINT,
+ * SIGTERM or SIGHUP).  Every failure before the mount appears exits with
+ * one line naming the cause: 2 for usage, 1 for everything else.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "cli/cli.h"
+#include "hoardfs/client.h"
+#include "hoardfs/fs.h"
+#include "hoardfs/idx.h"
+#include "hoardfs/log.h"
+#include "hoardfs/sched.h"
+#include "hoardfs/store.h"
+
+/* FUSE worker threads: readers block in read() while parts arrive, so
+ * allow many more than cores; libfuse starts them only on demand. */
+#define MAIN_MAX_FUSE_THREADS 64
+
+/* Everything main() sets up, torn down in reverse by teardown(). */
+struct daemon {
+	struct cli_options opt;
+	struct cli_credentials creds;
+	struct client *client;
+	struct store *store;
+	struct idx *idx;
+	struct fs *fs;
+	struct sched *sched;
+	struct fuse_session *se;
+	int mounted;
+	int signals_set;
+	struct fuse_args args;
+};
+
+static void teardown(struct daemon *d)
+{
+	if (d->mounted)
+		fuse_session_unmount(d->se);
+	if (d->signals_set)
+		fuse_remove_signal_handlers(d->se);
+	if (d->se)
+		fuse_session_destroy(d->se);
+	sched_free(d->sched);
+	fs_free(d->fs);
+	idx_close(d->idx);
+	store_free(d->store);
+	client_free(d->client);
+	client_global_cleanup();
+	fuse_opt_free_args(&d->args);
+	cli_credentials_free(&d->creds);
+	cli_options_free(&d->opt);
+}
+
+/* Say why the bucket could not be listed, in one line, and return 1. */
+static int probe_failed(const struct daemon *d, int rc,
+			const struct client_error *err)
+{
+	const char *code = err->code[0] ? err->code : NULL;
+	const char *what;
+
+	switch (rc) {
+	case -ENOENT:
+		what = "the bucket does not exist";
+		break;
+	case -EACCES:
+		what = "access denied: check the access key and secret key";
+		break;
+	case -ECONNREFUSED:
+	case -EHOSTUNREACH:
+	case -ETIMEDOUT:
+		what = "the endpoint cannot be reached";
+		break;
+	default:
+		what = "listing the bucket failed";
+		break;
+	}
+	fprintf(stderr, "hoardfs: %s (s3://%s at %s): %s%s%s%s%s\n", what,
+		d->opt.bucket, d->opt.endpoint, code ? code : strerror(-rc),
+		err->message[0] ? ": " : "", err->message,
+		err->request_id[0] ? " request-id=" : "", err->request_id);
+	return CLI_EXIT_RUNTIME;
+}
+
+static int setup_client(struct daemon *d)
+{
+	struct client_config cfg = {
+		.endpoint = d->opt.endpoint,
+		.region = d->opt.region,
+		.bucket = d->opt.bucket,
+		.path_style = d->opt.path_style,
+		.list_v2 = d->opt.list_v2,
+		.signature = CLIENT_SIG_V4,
+		.creds = {.access_key = d->creds.access_key,
+			  .secret_key = d->creds.secret_key,
+			  .security_token = d->creds.security_token},
+		.max_connections = d->opt.parallel + 4, /* GETs + listings */
+		.connect_timeout_ms = 10000,
+		.low_speed_time_sec = 30,
+		.max_retries = 4,
+		.ca_file = d->opt.ca_bundle,
+		.ssl_verify = 1,
+	};
+	struct client_list_page page = {0};
+	struct client_error err = {0};
+	enum log_level level;
+	int rc;
+
+	if (client_global_init() != 0) {
+		fprintf(stderr, "hoardfs: cannot initialise libcurl\n");
+		return CLI_EXIT_RUNTIME;
+	}
+	rc = client_new(&cfg, &d->client);
+	if (rc != 0) {
+		fprintf(stderr, "hoardfs: endpoint %s: %s\n", d->opt.endpoint,
+			strerror(-rc));
+		return rc == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+	}
+	/* One small LIST proves endpoint, bucket and keys before mounting.
+	 * Its failure is reported below in one line, so the client's own
+	 * log line is muted. */
+	level = log_set_level(LOG_LEVEL_OFF);
+	rc = client_list(d->client, d->opt.prefix, "/", NULL, 1, &page, &err);
+	log_set_level(level);
+	client_list_page_clear(&page);
+	return rc == 0 ? 0 : probe_failed(d, rc, &err);
+}
+
+static int setup_cache(struct daemon *d)
+{
+	char *db = NULL;
+	int rc;
+
+	if (!d->opt.cache_dir) {
+		d->opt.cache_dir = cli_default_cache_dir();
+		if (!d->opt.cache_dir) {
+			fprintf(stderr, "hoardfs: no cache dir: give "
+					"--cache-dir DIR (HOME is not set)\n");
+			return CLI_EXIT_USAGE;
+		}
+	}
+	rc = store_open(d->opt.cache_dir, &d->store);
+	if (rc != 0) {
+		fprintf(stderr, "hoardfs: cache dir %s: %s\n", d->opt.cache_dir,
+			strerror(-rc));
+		return CLI_EXIT_RUNTIME;
+	}
+	if (asprintf(&db, "%s/index.db", d->opt.cache_dir) < 0)
+		return CLI_EXIT_RUNTIME;
+	rc = idx_open(db, &d->idx);
+	if (rc != 0)
+		fprintf(stderr, "hoardfs: cache index %s: %s\n", db,
+			strerror(-rc));
+	free(db);
+	return rc == 0 ? 0 : CLI_EXIT_RUNTIME;
+}
+
+/* Append -ofsname=@source, escaping the ',' and '\\' that libfuse's option
+ * parser would otherwise split on or eat. */
+static int add_fsname(struct fuse_args *args, const char *source)
+{
+	size_t len = strlen(source), j = 0;
+	char *a = malloc(2 * len + sizeof("-ofsname="));
+	int rc;
+
+	if (!a)
+		return -1;
+	j = (size_t)sprintf(a, "-ofsname=");
+	for (size_t i = 0; i < len; i++) {
+		if (source[i] == ',' || source[i] == '\\')
+			a[j++] = '\\';
+		a[j++] = source[i];
+	}
+	a[j] = '\0';
+	rc = fuse_opt_add_arg(args, a);
+	free(a);
+	return rc;
+}
+
+/* Append "-o" followed by @opt to the FUSE arguments. */
+static int add_o(struct fuse_args *args, const char *opt)
+{
+	char *a = NULL;
+	int rc;
+
+	if (asprintf(&a, "-o%s", opt) < 0)
+		return -1;
+	rc = fuse_opt_add_arg(args, a);
+	free(a);
+	return rc;
+}
+
+static int setup_session(struct daemon *d)
+{
+	struct fs_config cfg = {
+		.bucket = d->opt.bucket,
+		.prefix = d->opt.prefix,
+		.metadata_ttl_sec = d->opt.metadata_ttl_sec,
+		.uid = d->opt.uid,
+		.gid = d->opt.gid,
+		.file_mode = d->opt.file_mode,
+		.dir_mode = d->opt.dir_mode,
+	};
+	struct stat st;
+	int rc;
+
+	if (stat(d->opt.mountpoint, &st) != 0) {
+		fprintf(stderr, "hoardfs: mountpoint %s: %s\n",
+			d->opt.mountpoint, strerror(errno));
+		return CLI_EXIT_RUNTIME;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "hoardfs: mountpoint %s: not a directory\n",
+			d->opt.mountpoint);
+		return CLI_EXIT_RUNTIME;
+	}
+	rc = fs_new(&cfg, d->client, d->store, &d->fs);
+	if (rc != 0)
+		return CLI_EXIT_RUNTIME;
+	/* Read-only, checked by the kernel; named as the source in the
+	 * mount table, typed fuse.hoardfs. */
+	if (fuse_opt_add_arg(&d->args, "hoardfs") != 0 ||
+	    add_fsname(&d->args, d->opt.source) != 0 ||
+	    fuse_opt_add_arg(&d->args, "-osubtype=hoardfs") != 0 ||
+	    fuse_opt_add_arg(&d->args, "-oro,default_permissions") != 0 ||
+	    (d->opt.debug && fuse_opt_add_arg(&d->args, "-d") != 0))
+		return CLI_EXIT_RUNTIME;
+	for (size_t i = 0; i < d->opt.nfuse_opts; i++)
+		if (add_o(&d->args, d->opt.fuse_opts[i]) != 0)
+			return CLI_EXIT_RUNTIME;
+	d->se = fuse_session_new(&d->args, fs_ops(),
+				 sizeof(struct fuse_lowlevel_ops), d->fs);
+	if (!d->se) {
+		fprintf(stderr, "hoardfs: cannot start the FUSE session\n");
+		return CLI_EXIT_RUNTIME;
+	}
+	if (fuse_set_signal_handlers(d->se) != 0)
+		return CLI_EXIT_RUNTIME;
+	d->signals_set = 1;
+	if (fuse_session_mount(d->se, d->opt.mountpoint) != 0) {
+		fprintf(stderr,
+			"hoardfs: cannot mount on %s (is /dev/fuse "
+			"there and fusermount3 installed?)\n",
+			d->opt.mountpoint);
+		return CLI_EXIT_RUNTIME;
+	}
+	d->mounted = 1;
+	return 0;
+}
+
+static int run(struct daemon *d)
+{
+	struct sched_config scfg = {.part_size = d->opt.part_size,
+				    .workers = d->opt.parallel};
+	struct fuse_loop_config *loop;
+	int rc;
+
+	if (fuse_daemonize(d->opt.foreground) != 0)
+		return CLI_EXIT_RUNTIME;
+	if (!d->opt.foreground)
+		log_init(d->opt.log_level, 1);
+	/* Threads start only now: fuse_daemonize() forks. */
+	rc = sched_new(&scfg, d->opt.bucket, d->client, d->store, d->idx,
+		       &d->sched);
+	if (rc != 0) {
+		log_error("cannot start fetch workers: %s", strerror(-rc));
+		return CLI_EXIT_RUNTIME;
+	}
+	fs_set_sched(d->fs, d->sched);
+	log_info("mounted s3://%s/%s at %s (endpoint %s, cache %s, "
+		 "credentials from %s)",
+		 d->opt.bucket, d->opt.prefix, d->opt.mountpoint,
+		 d->opt.endpoint, d->opt.cache_dir, d->creds.source);
+	loop = fuse_loop_cfg_create();
+	if (!loop)
+		return CLI_EXIT_RUNTIME;
+	fuse_loop_cfg_set_max_threads(loop, MAIN_MAX_FUSE_THREADS);
+	rc = fuse_session_loop_mt(d->se, loop);
+	fuse_loop_cfg_destroy(loop);
+	log_info("unmounting %s", d->opt.mountpoint);
+	/* libfuse returns the signal number after SIGINT/SIGTERM/SIGHUP: that
+	 * is a clean unmount too.  Only a negative value is an error. */
+	return rc < 0 ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d = {.args = FUSE_ARGS_INIT(0, NULL)};
+	char err[512];
+	int rc;
+
+	rc = cli_parse(argc, argv, &d.opt, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "hoardfs: %s\n",
+			rc == -ENOMEM ? "out of memory" : err);
+		teardown(&d);
+		return rc == -ENOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_USAGE;
+	}
+	if (d.opt.help || d.opt.version) {
+		if (d.opt.help)
+			fputs(cli_usage(), stdout);
+		else
+			printf("hoardfs %s (libfuse %s)\n", HOARDFS_VERSION,
+			       fuse_pkgversion());
+		teardown(&d);
+		return CLI_EXIT_OK;
+	}
+	log_init(d.opt.log_level, 0);
+	rc = cli_credentials_load(d.opt.passwd_file, &d.creds, err,
+				  sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "hoardfs: %s\n", err);
+		teardown(&d);
+		return CLI_EXIT_RUNTIME;
+	}
+	rc = setup_client(&d);
+	if (rc == 0)
+		rc = setup_cache(&d);
+	if (rc == 0)
+		rc = setup_session(&d);
+	if (rc == 0)
+		rc = run(&d);
+	teardown(&d);
+	return rc;
+}

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests for src/cli: option forms, the source URL, environment
+ * fallbacks, and passwd file lines. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli/cli.h"
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static char err[512];
+
+static int setup_env(void **state)
+{
+	(void)state;
+	unsetenv("AWS_ENDPOINT_URL");
+	unsetenv("AWS_ENDPOINT_URL_S3");
+	unsetenv("OBS_ENDPOINT");
+	unsetenv("S3_ENDPOINT");
+	unsetenv("S3_USE_HTTPS");
+	unsetenv("AWS_REGION");
+	unsetenv("AWS_DEFAULT_REGION");
+	unsetenv("AWS_CA_BUNDLE");
+	return 0;
+}
+
+static void test_long_and_o_forms_agree(void **state)
+{
+	char *a[] = {"hoardfs",	       "--endpoint",  "http://h:9",
+		     "--cache-dir=/c", "--part-size", "1MiB",
+		     "--metadata-ttl", "forever",     "--path-style",
+		     "obs://bkt/a/b/", "/mnt"};
+	char *b[] = {"hoardfs", "-o",
+		     "endpoint=http://h:9,cache_dir=/c,part_size=1MiB,"
+		     "metadata_ttl=forever,path_style,allow_other",
+		     "s3://bkt//a/b", "/mnt"};
+	struct cli_options x, y;
+
+	(void)state;
+	assert_int_equal(cli_parse(ARGC(a), a, &x, err, sizeof(err)), 0);
+	assert_int_equal(cli_parse(ARGC(b), b, &y, err, sizeof(err)), 0);
+	assert_string_equal(x.endpoint, "http://h:9");
+	assert_string_equal(y.endpoint, "http://h:9");
+	assert_string_equal(x.cache_dir, "/c");
+	assert_string_equal(y.cache_dir, "/c");
+	assert_int_equal(x.part_size, 1 << 20);
+	assert_int_equal(y.part_size, 1 << 20);
+	assert_int_equal(x.metadata_ttl_sec, -1);
+	assert_int_equal(y.metadata_ttl_sec, -1);
+	assert_true(x.path_style && y.path_style);
+	assert_string_equal(x.bucket, "bkt");
+	assert_string_equal(x.prefix, "a/b/");
+	assert_string_equal(y.prefix, "a/b/");
+	assert_int_equal(y.nfuse_opts, 1);
+	assert_string_equal(y.fuse_opts[0], "allow_other");
+	assert_int_equal(x.nfuse_opts, 0);
+	cli_options_free(&x);
+	cli_options_free(&y);
+}
+
+static void test_defaults(void **state)
+{
+	char *a[] = {"hoardfs", "--endpoint", "https://obs.example.com",
+		     "obs://bkt", "/mnt"};
+	struct cli_options o;
+
+	(void)state;
+	assert_int_equal(cli_parse(ARGC(a), a, &o, err, sizeof(err)), 0);
+	assert_string_equal(o.prefix, "");
+	assert_int_equal(o.part_size, CLI_DEFAULT_PART_SIZE);
+	assert_int_equal(o.parallel, CLI_DEFAULT_PARALLEL);
+	assert_int_equal(o.metadata_ttl_sec, CLI_DEFAULT_METADATA_TTL);
+	assert_int_equal(o.file_mode, 0444);
+	assert_int_equal(o.dir_mode, 0555);
+	assert_null(o.region);
+	assert_false(o.path_style);
+	cli_options_free(&o);
+}
+
+static void expect_usage_error(char **argv, int argc, const char *named)
+{
+	struct cli_options o;
+
+	assert_int_equal(cli_parse(argc, argv, &o, err, sizeof(err)), -EINVAL);
+	if (!strstr(err, named))
+		fail_msg("error '%s' does not name '%s'", err, named);
+	cli_options_free(&o);
+}
+
+static void test_bad_options_are_named(void **state)
+{
+	char *a[] = {"hoardfs", "--nope", "s3://bkt", "/m"};
+	char *b[] = {"hoardfs", "-o", "cache_dir", "s3://bkt", "/m"};
+	char *c[] = {"hoardfs", "-o", "path_style=1", "s3://bkt", "/m"};
+	char *d[] = {"hoardfs", "--umask", "999", "s3://bkt", "/m"};
+	char *e[] = {"hoardfs", "--uid", "-1", "s3://bkt", "/m"};
+	char *f[] = {"hoardfs", "--endpoint", "http://h", "s3://b", "/m"};
+	char *g[] = {"hoardfs", "-x", "s3://bkt", "/m"};
+	char *h[] = {"hoardfs", "--path-style=yes", "s3://bkt", "/m"};
+	char *i[] = {"hoardfs", "--endpoint", "http://h", "a", "b", "c"};
+
+	(void)state;
+	expect_usage_error(a, ARGC(a), "--nope");
+	expect_usage_error(b, ARGC(b), "cache_dir");
+	expect_usage_error(c, ARGC(c), "path_style");
+	expect_usage_error(d, ARGC(d), "--umask");
+	expect_usage_error(e, ARGC(e), "--uid");
+	expect_usage_error(f, ARGC(f), "bucket name");
+	expect_usage_error(g, ARGC(g), "-x");
+	expect_usage_error(h, ARGC(h), "--path-style");
+	expect_usage_error(i, ARGC(i), "'c'");
+}
+
+static void test_environment_fallbacks(void **state)
+{
+	char *a[] = {"hoardfs", "obs://bkt", "/mnt"};
+	struct cli_options o;
+
+	(void)state;
+	setenv("S3_ENDPOINT", "obs.cn-north-4.myhuaweicloud.com", 1);
+	setenv("S3_USE_HTTPS", "0", 1);
+	setenv("AWS_DEFAULT_REGION", "cn-north-4", 1);
+	assert_int_equal(cli_parse(ARGC(a), a, &o, err, sizeof(err)), 0);
+	assert_string_equal(o.endpoint,
+			    "http://obs.cn-north-4.myhuaweicloud.com");
+	assert_string_equal(o.region, "cn-north-4");
+	cli_options_free(&o);
+
+	setenv("AWS_ENDPOINT_URL", "https://aws.example", 1);
+	assert_int_equal(cli_parse(ARGC(a), a, &o, err, sizeof(err)), 0);
+	assert_string_equal(o.endpoint, "https://aws.example");
+	cli_options_free(&o);
+
+	setenv("OBS_ENDPOINT", "https://obs.example", 1);
+	assert_int_equal(cli_parse(ARGC(a), a, &o, err, sizeof(err)), 0);
+	assert_string_equal(o.endpoint, "https://obs.example");
+	cli_options_free(&o);
+	setup_env(NULL);
+}
+
+static void test_umask_and_modes(void **state)
+{
+	char *a[] = {"hoardfs",
+		     "--endpoint",
+		     "http://h",
+		     "-o",
+		     "umask=022,uid=1000,gid=1001",
+		     "s3://bkt",
+		     "/m"};
+	struct cli_options o;
+
+	(void)state;
+	assert_int_equal(cli_parse(ARGC(a), a, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.file_mode, 0644);
+	assert_int_equal(o.dir_mode, 0755);
+	assert_int_equal(o.uid, 1000);
+	assert_int_equal(o.gid, 1001);
+	cli_options_free(&o);
+}
+
+static void test_passwd_lines(void **state)
+{
+	struct cli_credentials c;
+	const char *t1 = "# keys\n\n  AK1 : SK1 \n";
+	const char *t2 = "AK2:SK2:TOKEN2\nAK3:SK3\n";
+	const char *t3 = "only-one-field\na:b:c:d\n:sk\nak:\n";
+
+	(void)state;
+	assert_int_equal(cli_passwd_parse(t1, strlen(t1), &c), 0);
+	assert_string_equal(c.access_key, "AK1");
+	assert_string_equal(c.secret_key, "SK1");
+	assert_null(c.security_token);
+	cli_credentials_free(&c);
+	assert_int_equal(cli_passwd_parse(t2, strlen(t2), &c), 0);
+	assert_string_equal(c.access_key, "AK2");
+	assert_string_equal(c.security_token, "TOKEN2");
+	cli_credentials_free(&c);
+	assert_int_equal(cli_passwd_parse(t3, strlen(t3), &c), -EINVAL);
+	/* Not NUL-terminated: the length is the limit. */
+	assert_int_equal(cli_passwd_parse("AK:SKX", 5, &c), 0);
+	assert_string_equal(c.secret_key, "SK");
+	cli_credentials_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_long_and_o_forms_agree, setup_env),
+		cmocka_unit_test_setup(test_defaults, setup_env),
+		cmocka_unit_test_setup(test_bad_options_are_named, setup_env),
+		cmocka_unit_test_setup(test_environment_fallbacks, setup_env),
+		cmocka_unit_test_setup(test_umask_and_modes, setup_env),
+		cmocka_unit_test(test_passwd_lines),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
