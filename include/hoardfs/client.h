@@ -23,8 +23,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CLIENT_ETAG_MAX 128  /* an ETag with its quotes, plus NUL */
-#define CLIENT_CODE_MAX 64   /* an S3 error code such as "NoSuchKey", plus NUL \
+#define CLIENT_ETAG_MAX 128 /* an ETag with its quotes, plus NUL */
+#define CLIENT_CODE_MAX                                                        \
+	64		     /* an S3 error code such as "NoSuchKey", plus NUL \
 			      */
 #define CLIENT_REQID_MAX 128 /* a request id, plus NUL */
 
