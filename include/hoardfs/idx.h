@@ -114,6 +114,43 @@ int idx_object_touch(struct idx *x, int64_t object_id, int64_t atime_sec);
 int idx_object_remove(struct idx *x, int64_t object_id);
 
 /*
+ * idx_extents_drop - forget every extent of @object_id (its data file was
+ * found missing or damaged).  Returns 0 or -EIO.
+ */
+int idx_extents_drop(struct idx *x, int64_t object_id)
+	__attribute__((warn_unused_result));
+
+/* One object row with its cached bytes, as the page functions return it. */
+struct idx_entry {
+	int64_t id;		 /* row id */
+	char *bucket;		 /* owned */
+	char *key;		 /* owned */
+	char etag[IDX_ETAG_MAX]; /* quoted, as sent */
+	uint64_t size;		 /* object size in bytes */
+	int64_t atime_sec;	 /* last access */
+	uint64_t cached_bytes;	 /* sum of its extents */
+};
+
+/*
+ * idx_page_lru - up to @max objects in least-recently-used order, strictly
+ * after the cursor (@after_atime, @after_id) (start with INT64_MIN, 0),
+ * into @out; *@n gets how many.  Each call is its own short read, so
+ * paging does not hold the index for long.  Free the strings with
+ * idx_entries_clear().  Returns 0, -ENOMEM or -EIO.
+ */
+int idx_page_lru(struct idx *x, int64_t after_atime, int64_t after_id,
+		 size_t max, struct idx_entry *out, size_t *n)
+	__attribute__((warn_unused_result));
+
+/* idx_page_by_id - the same in id order, after @after_id (start with 0). */
+int idx_page_by_id(struct idx *x, int64_t after_id, size_t max,
+		   struct idx_entry *out, size_t *n)
+	__attribute__((warn_unused_result));
+
+/* idx_entries_clear - free the strings of @n entries. */
+void idx_entries_clear(struct idx_entry *v, size_t n);
+
+/*
  * idx_stats - the number of objects recorded and the sum of their extent
  * bytes.  Returns 0 or -EIO.
  */

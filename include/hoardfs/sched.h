@@ -14,14 +14,20 @@
 #define HOARDFS_SCHED_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hoardfs/client.h"
 #include "hoardfs/idx.h"
 #include "hoardfs/store.h"
 
 struct sched_config {
-	uint64_t part_size; /* bytes per ranged GET, > 0 */
-	unsigned workers;   /* GETs in flight at once, >= 1 */
+	uint64_t part_size;	    /* bytes per ranged GET, > 0 */
+	unsigned workers;	    /* GETs in flight at once, >= 1 */
+	uint64_t cache_limit_bytes; /* the cache's own bytes at most; 0 for
+				     * no limit but the free space below */
+	uint64_t min_free_bytes; /* free space kept on the cache filesystem */
+	int verify_md5; /* after a full fetch, check objects whose ETag is a
+			 * plain MD5 (single-part uploads) against it */
 };
 
 /* Counters since start, for status output and tests. */
@@ -33,6 +39,13 @@ struct sched_stats {
 	uint64_t bytes_served_cached;  /* read bytes whose parts were cached
 					* when the read arrived */
 	uint64_t bytes_served_fetched; /* read bytes that waited for a GET */
+	uint64_t bytes_served_direct;  /* read bytes the cache could not hold,
+					* fetched for the read alone */
+	uint64_t evictions;	       /* objects evicted */
+	uint64_t bytes_evicted;	       /* their cached bytes */
+	uint64_t verify_failures; /* objects whose bytes did not match their
+				   * MD5 ETag */
+	uint64_t cached_bytes;	  /* bytes in the cache now */
 };
 
 struct sched;
@@ -61,9 +74,13 @@ void sched_free(struct sched *s);
  * records it in the index (dropping the extents of an older version and
  * its data file), opens its data file, and queues a fetch of every part
  * not yet on disk.  Later opens share the same state.
+ * When the cache disk is full or failing, the object is opened in bypass
+ * mode instead of failing: every wait answers -ENOSPC and reads go to the
+ * store.  A data file that disagrees with the index (missing, or of
+ * another size) has its extents dropped and is fetched again.
  * Returns 0 with *@out holding one reference (drop with sched_obj_put()),
- * or -ENOMEM, -EIO (index), or -errno from the data file (-ENOSPC, ...).
- * Blocks on the index and the local filesystem, never on the network.
+ * or -ENOMEM.  Blocks on the index and the local filesystem, never on the
+ * network.
  */
 int sched_obj_open(struct sched *s, const char *key, const char *etag,
 		   uint64_t size_bytes, int64_t mtime_sec,
@@ -78,11 +95,23 @@ void sched_obj_put(struct sched_obj *o);
  * in its data file (clamped to the object size), moving their parts ahead
  * of read-ahead.  Returns 0, or the errno of a failed fetch of one of them
  * (-EIO, -ESTALE when the object changed on the server, -ENOENT, -EACCES,
- * -ENOSPC, -ECANCELED at shutdown).  A failed part is tried again by the
- * next wait that needs it.  Never blocks when the range is cached.
+ * -ECANCELED at shutdown).  -ENOSPC means the cache cannot hold these
+ * bytes now (full disk, or every cached object is in use): read them with
+ * sched_obj_read_direct().  A failed part is tried again by the next wait
+ * that needs it.  Never blocks when the range is cached.
  */
 int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 	__attribute__((warn_unused_result));
+
+/*
+ * sched_obj_read_direct - read [@off, @off + @len) of the object straight
+ * from the store into @buf, bypassing the cache, for when
+ * sched_obj_wait() returned -ENOSPC.  Returns the bytes read (short at the
+ * end of the object), or -errno as client_get() does.  Blocks on the
+ * network.
+ */
+ssize_t sched_obj_read_direct(struct sched_obj *o, uint64_t off, size_t len,
+			      void *buf) __attribute__((warn_unused_result));
 
 /* sched_obj_fd - the data file's fd, valid while a reference is held. */
 int sched_obj_fd(const struct sched_obj *o);

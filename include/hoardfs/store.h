@@ -43,14 +43,52 @@ int store_name(const char *bucket, const char *key, const char *etag, char *out)
 /*
  * store_file_open - open (creating 0600 if missing) the data file @name and
  * size it to @size_bytes with ftruncate(2) (sparse; existing bytes below
- * @size_bytes are kept).  Returns an fd opened O_RDWR|O_CLOEXEC, owned by
- * the caller, or -errno from open(2)/ftruncate(2) (-ENOSPC, -EIO, ...),
- * -EINVAL when @name is not STORE_NAME_LEN lower-case hex digits, -EFBIG
- * when @size_bytes exceeds INT64_MAX.  Blocks on fsync(2) of the
- * directories when it creates the file, so the new entry is durable.
+ * @size_bytes are kept).  *@reset is set to 1 when the file was created or
+ * had another size, so the index's extents for it cannot be trusted, else
+ * to 0.  A created file's entry is not yet durable: call store_sync_dirs()
+ * before recording any of its bytes.
+ * Returns an fd opened O_RDWR|O_CLOEXEC, owned by the caller, or -errno
+ * from open(2)/ftruncate(2) (-ENOSPC, -EIO, ...), -EINVAL when @name is
+ * not STORE_NAME_LEN lower-case hex digits, -EFBIG when @size_bytes
+ * exceeds INT64_MAX.
  */
-int store_file_open(struct store *s, const char *name, uint64_t size_bytes)
+int store_file_open(struct store *s, const char *name, uint64_t size_bytes,
+		    int *reset) __attribute__((warn_unused_result));
+
+/*
+ * store_sync_dirs - fsync(2) the directories holding data file @name, so
+ * that its directory entry survives a crash.  Returns 0, -EINVAL for a bad
+ * name, or -errno from fsync(2).  Blocks on the disk.
+ */
+int store_sync_dirs(struct store *s, const char *name)
 	__attribute__((warn_unused_result));
+
+/*
+ * store_lock - take the cache dir's lock file (<cache_dir>/lock, 0600) with
+ * flock(2), so one daemon owns the cache dir; the lock is held until the
+ * process exits (it survives fork, so take it before daemonizing).  The
+ * holder's pid is written into the file.  Returns 0, -EBUSY with the
+ * holder's pid in *@holder_pid (0 if unknown) when another process holds
+ * it, or -errno.
+ */
+int store_lock(struct store *s, long *holder_pid)
+	__attribute__((warn_unused_result));
+
+/*
+ * store_wipe - remove every data file and the data/ subdirectories (for
+ * --ephemeral at unmount).  The index files are the caller's.  Returns 0 or
+ * the first -errno met (it goes on past errors).
+ */
+int store_wipe(struct store *s);
+
+/*
+ * store_walk - call @fn(@arg, name) for every data file name in the store,
+ * in no particular order.  Stops and returns the first nonzero value @fn
+ * returns; else 0, or -errno when a directory cannot be read.  Files whose
+ * names are not valid data file names are skipped.  Blocks on the disk.
+ */
+int store_walk(struct store *s, int (*fn)(void *arg, const char *name),
+	       void *arg);
 
 /*
  * store_file_remove - unlink the data file @name.  A missing file is not an

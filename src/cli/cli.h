@@ -25,6 +25,14 @@
 #define CLI_DEFAULT_METADATA_TTL 60 /* seconds, as mountpoint-s3 --cache */
 #define CLI_MAX_PARALLEL	 256
 
+#define CLI_DEFAULT_MIN_FREE_PCT 5 /* as mountpoint-s3 keeps free */
+
+/* A size given in bytes or as a percentage of the cache filesystem. */
+struct cli_size {
+	uint64_t bytes; /* when pct == 0 */
+	unsigned pct;	/* 1..100, or 0 for bytes */
+};
+
 /* Everything the command line and environment decided.  Strings are owned
  * and freed by cli_options_free(). */
 struct cli_options {
@@ -32,18 +40,21 @@ struct cli_options {
 	char *prefix; /* "" or "a/b/" (always ends with '/') */
 	char *source; /* the source as given, for the mount table */
 	char *mountpoint;
-	char *endpoint;	    /* http(s)://host[:port] */
-	char *region;	    /* NULL: derive from the endpoint or us-east-1 */
-	int path_style;	    /* --path-style */
-	int list_v2;	    /* --list-v2 */
-	char *cache_dir;    /* NULL: the default, see cli_default_cache_dir() */
-	char *passwd_file;  /* --passwd-file */
-	char *ca_bundle;    /* --ca-bundle, else AWS_CA_BUNDLE */
-	int foreground;	    /* -f or -d */
-	int debug;	    /* -d: FUSE debug and log level debug */
-	int log_level;	    /* enum log_level */
-	uint64_t part_size; /* bytes */
-	unsigned parallel;  /* GETs in flight */
+	char *endpoint;	   /* http(s)://host[:port] */
+	char *region;	   /* NULL: derive from the endpoint or us-east-1 */
+	int path_style;	   /* --path-style */
+	int list_v2;	   /* --list-v2 */
+	char *cache_dir;   /* NULL: the default, see cli_default_cache_dir() */
+	char *passwd_file; /* --passwd-file */
+	char *ca_bundle;   /* --ca-bundle, else AWS_CA_BUNDLE */
+	int foreground;	   /* -f or -d */
+	int debug;	   /* -d: FUSE debug and log level debug */
+	int log_level;	   /* enum log_level */
+	struct cli_size cache_size;	/* --cache-size; 0 bytes for no limit */
+	struct cli_size cache_min_free; /* --cache-min-free */
+	int ephemeral;		  /* --ephemeral: empty the cache at unmount */
+	uint64_t part_size;	  /* bytes */
+	unsigned parallel;	  /* GETs in flight */
 	int64_t metadata_ttl_sec; /* -1 forever */
 	uid_t uid;
 	gid_t gid;
@@ -64,6 +75,11 @@ struct cli_options {
  */
 int cli_parse(int argc, char **argv, struct cli_options *o, char *err,
 	      size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * cli_size_resolve - @sz in bytes for a filesystem of @fs_bytes.
+ */
+uint64_t cli_size_resolve(const struct cli_size *sz, uint64_t fs_bytes);
 
 /* cli_options_free - free what @o owns and reset it. */
 void cli_options_free(struct cli_options *o);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -38,9 +40,33 @@ struct daemon {
 	struct sched *sched;
 	struct fuse_session *se;
 	int mounted;
+	int mounted_once; /* the mount appeared at some point */
 	int signals_set;
 	struct fuse_args args;
+	char *db_path;		    /* <cache_dir>/index.db */
+	uint64_t cache_limit_bytes; /* --cache-size, resolved */
+	uint64_t min_free_bytes;    /* --cache-min-free, resolved */
 };
+
+/* --ephemeral: the cache's life is the mount's.  Runs after the index is
+ * closed; the lock file goes last, with the process. */
+static void wipe_cache(struct daemon *d)
+{
+	static const char *const suffixes[] = {"", "-wal", "-shm"};
+	char path[PATH_MAX];
+	int rc = store_wipe(d->store);
+
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", d->db_path, suffixes[i]);
+		if (unlink(path) != 0 && errno != ENOENT && rc == 0)
+			rc = -errno;
+	}
+	if (rc != 0)
+		log_error("ephemeral cache %s: not fully removed: %s",
+			  d->opt.cache_dir, strerror(-rc));
+	else
+		log_info("ephemeral cache %s emptied", d->opt.cache_dir);
+}
 
 static void teardown(struct daemon *d)
 {
@@ -53,6 +79,9 @@ static void teardown(struct daemon *d)
 	sched_free(d->sched);
 	fs_free(d->fs);
 	idx_close(d->idx);
+	if (d->opt.ephemeral && d->store && d->db_path && d->mounted_once)
+		wipe_cache(d);
+	free(d->db_path);
 	store_free(d->store);
 	client_free(d->client);
 	client_global_cleanup();
@@ -137,7 +166,9 @@ static int setup_client(struct daemon *d)
 
 static int setup_cache(struct daemon *d)
 {
-	char *db = NULL;
+	uint64_t fs_bytes = 0;
+	struct statvfs fs;
+	long holder = 0;
 	int rc;
 
 	if (!d->opt.cache_dir) {
@@ -154,13 +185,32 @@ static int setup_cache(struct daemon *d)
 			strerror(-rc));
 		return CLI_EXIT_RUNTIME;
 	}
-	if (asprintf(&db, "%s/index.db", d->opt.cache_dir) < 0)
+	/* Before the index is touched: one daemon per cache dir. */
+	rc = store_lock(d->store, &holder);
+	if (rc == -EBUSY) {
+		fprintf(stderr,
+			"hoardfs: cache dir %s is in use by another hoardfs "
+			"(pid %ld); give each mount its own --cache-dir\n",
+			d->opt.cache_dir, holder);
 		return CLI_EXIT_RUNTIME;
-	rc = idx_open(db, &d->idx);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "hoardfs: cache dir %s: cannot lock: %s\n",
+			d->opt.cache_dir, strerror(-rc));
+		return CLI_EXIT_RUNTIME;
+	}
+	if (statvfs(d->opt.cache_dir, &fs) == 0)
+		fs_bytes = (uint64_t)fs.f_blocks * fs.f_frsize;
+	d->cache_limit_bytes = cli_size_resolve(&d->opt.cache_size, fs_bytes);
+	d->min_free_bytes = cli_size_resolve(&d->opt.cache_min_free, fs_bytes);
+	if (asprintf(&d->db_path, "%s/index.db", d->opt.cache_dir) < 0) {
+		d->db_path = NULL;
+		return CLI_EXIT_RUNTIME;
+	}
+	rc = idx_open(d->db_path, &d->idx);
 	if (rc != 0)
-		fprintf(stderr, "hoardfs: cache index %s: %s\n", db,
+		fprintf(stderr, "hoardfs: cache index %s: %s\n", d->db_path,
 			strerror(-rc));
-	free(db);
 	return rc == 0 ? 0 : CLI_EXIT_RUNTIME;
 }
 
@@ -253,14 +303,19 @@ static int setup_session(struct daemon *d)
 			d->opt.mountpoint);
 		return CLI_EXIT_RUNTIME;
 	}
-	d->mounted = 1;
+	d->mounted = d->mounted_once = 1;
 	return 0;
 }
 
 static int run(struct daemon *d)
 {
-	struct sched_config scfg = {.part_size = d->opt.part_size,
-				    .workers = d->opt.parallel};
+	struct sched_config scfg = {
+		.part_size = d->opt.part_size,
+		.workers = d->opt.parallel,
+		.cache_limit_bytes = d->cache_limit_bytes,
+		.min_free_bytes = d->min_free_bytes,
+		.verify_md5 = 1,
+	};
 	struct fuse_loop_config *loop;
 	int rc;
 

@@ -46,6 +46,13 @@ static const char usage_text[] =
 	"  --cache-dir DIR       default /cache/hoardfs if /cache exists, "
 	"else\n"
 	"                        ${XDG_CACHE_HOME:-~/.cache}/hoardfs\n"
+	"  --cache-size SIZE     limit on the cache's own bytes, as bytes or "
+	"a\n"
+	"                        percentage of the cache filesystem (default:\n"
+	"                        none)\n"
+	"  --cache-min-free SIZE free space kept on the cache filesystem,\n"
+	"                        bytes or percentage (default 5%)\n"
+	"  --ephemeral           empty the cache at unmount\n"
 	"  --part-size BYTES     bytes per ranged GET (default 8MiB)\n"
 	"  --parallel N          ranged GETs in flight (default 16)\n"
 	"  --metadata-ttl SEC    how long listings and attributes are "
@@ -94,6 +101,9 @@ enum opt_id {
 	OPT_PASSWD_FILE,
 	OPT_CA_BUNDLE,
 	OPT_CACHE_DIR,
+	OPT_CACHE_SIZE,
+	OPT_CACHE_MIN_FREE,
+	OPT_EPHEMERAL,
 	OPT_PART_SIZE,
 	OPT_PARALLEL,
 	OPT_METADATA_TTL,
@@ -200,6 +210,33 @@ static int parse_uint(const char *text, int base, unsigned long max,
 	return 0;
 }
 
+/* "4GiB" or "50%" (a whole percentage, 0 to 100). */
+static int parse_size(const char *text, struct cli_size *out)
+{
+	size_t len = strlen(text);
+	unsigned long pct;
+	char digits[8];
+
+	if (len > 1 && text[len - 1] == '%') {
+		if (len - 1 >= sizeof(digits))
+			return -EINVAL;
+		memcpy(digits, text, len - 1);
+		digits[len - 1] = '\0';
+		if (parse_uint(digits, 10, 100, &pct) != 0)
+			return -EINVAL;
+		out->pct = (unsigned)pct;
+		out->bytes = 0;
+		return 0;
+	}
+	out->pct = 0;
+	return util_parse_bytes(text, &out->bytes);
+}
+
+uint64_t cli_size_resolve(const struct cli_size *sz, uint64_t fs_bytes)
+{
+	return sz->pct ? fs_bytes / 100 * sz->pct : sz->bytes;
+}
+
 /* Apply one hoardfs option; @shown is how the user wrote its name. */
 static int apply(struct cli_options *o, const struct opt_def *d,
 		 const char *value, const char *shown, char *err, size_t errlen)
@@ -234,6 +271,19 @@ static int apply(struct cli_options *o, const struct opt_def *d,
 		if (!value[0])
 			return fail(err, errlen, "%s: empty directory", shown);
 		return set_str(&o->cache_dir, value);
+	case OPT_CACHE_SIZE:
+	case OPT_CACHE_MIN_FREE:
+		if (parse_size(value, d->id == OPT_CACHE_SIZE
+					      ? &o->cache_size
+					      : &o->cache_min_free) != 0)
+			return fail(err, errlen,
+				    "%s: '%s' is not a size (4GiB) or a "
+				    "percentage (50%%)",
+				    shown, value);
+		return 0;
+	case OPT_EPHEMERAL:
+		o->ephemeral = 1;
+		return 0;
 	case OPT_PART_SIZE:
 		/* Below 64 KiB the per-request cost dominates; above 1 GiB
 		 * one part no longer fits a sane memory or retry budget. */
@@ -485,6 +535,7 @@ static void reset(struct cli_options *o)
 	memset(o, 0, sizeof(*o));
 	o->log_level = LOG_LEVEL_INFO;
 	o->part_size = CLI_DEFAULT_PART_SIZE;
+	o->cache_min_free.pct = CLI_DEFAULT_MIN_FREE_PCT;
 	o->parallel = CLI_DEFAULT_PARALLEL;
 	o->metadata_ttl_sec = CLI_DEFAULT_METADATA_TTL;
 	o->uid = getuid();

@@ -104,6 +104,8 @@ enum idx_stmt_id {
 	IDX_ST_EXTENTS_DELETE,	/* delete the extents found by OVERLAP */
 	IDX_ST_EXTENTS_INSERT,	/* insert one extent */
 	IDX_ST_STATS,		/* object count and extent bytes */
+	IDX_ST_PAGE_LRU,	/* objects by (atime, id), after a cursor */
+	IDX_ST_PAGE_ID,		/* objects by id, after a cursor */
 	IDX_ST_COUNT
 };
 
@@ -142,6 +144,17 @@ static const char *const idx_stmt_sql[IDX_ST_COUNT] = {
 				  " VALUES (?1, ?2, ?3)",
 	[IDX_ST_STATS] = "SELECT (SELECT count(*) FROM objects),"
 			 " (SELECT coalesce(sum(end - off), 0) FROM extents)",
+	/* Row values compare (atime, id) as a pair (SQLite >= 3.15); the
+	 * objects_atime index serves the order. */
+	[IDX_ST_PAGE_LRU] = "SELECT id, bucket, key, etag, size, atime,"
+			    " (SELECT coalesce(sum(end - off), 0) FROM extents"
+			    "  WHERE object_id = objects.id)"
+			    " FROM objects WHERE (atime, id) > (?1, ?2)"
+			    " ORDER BY atime, id LIMIT ?3",
+	[IDX_ST_PAGE_ID] = "SELECT id, bucket, key, etag, size, atime,"
+			   " (SELECT coalesce(sum(end - off), 0) FROM extents"
+			   "  WHERE object_id = objects.id)"
+			   " FROM objects WHERE id > ?2 ORDER BY id LIMIT ?3",
 };
 
 /*
@@ -923,4 +936,100 @@ out:
 	idx_release(st);
 	idx_unlock(x);
 	return rc;
+}
+
+int idx_extents_drop(struct idx *x, int64_t object_id)
+{
+	int rc;
+
+	idx_lock(x);
+	rc = idx_by_id_locked(x, IDX_ST_EXTENTS_PURGE, object_id, 0, 0,
+			      "drop extents");
+	idx_unlock(x);
+	return rc;
+}
+
+void idx_entries_clear(struct idx_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].bucket);
+		free(v[i].key);
+		memset(&v[i], 0, sizeof(v[i]));
+	}
+}
+
+/* Copy one result row of a PAGE statement into @e. */
+static int idx_row_entry(sqlite3_stmt *st, struct idx_entry *e)
+{
+	const unsigned char *etag = sqlite3_column_text(st, 3);
+	int key_len = sqlite3_column_bytes(st, 2);
+	const void *key = sqlite3_column_blob(st, 2);
+
+	memset(e, 0, sizeof(*e));
+	e->id = sqlite3_column_int64(st, 0);
+	e->bucket = strdup((const char *)sqlite3_column_text(st, 1));
+	e->key = malloc((size_t)key_len + 1);
+	if (!e->bucket || !e->key) {
+		free(e->bucket);
+		free(e->key);
+		return -ENOMEM;
+	}
+	if (key_len > 0)
+		memcpy(e->key, key, (size_t)key_len);
+	e->key[key_len] = '\0';
+	snprintf(e->etag, sizeof(e->etag), "%s",
+		 etag ? (const char *)etag : "");
+	e->size = (uint64_t)sqlite3_column_int64(st, 4);
+	e->atime_sec = sqlite3_column_int64(st, 5);
+	e->cached_bytes = (uint64_t)sqlite3_column_int64(st, 6);
+	return 0;
+}
+
+static int idx_page(struct idx *x, enum idx_stmt_id id, int64_t after_atime,
+		    int64_t after_id, size_t max, struct idx_entry *out,
+		    size_t *n)
+{
+	sqlite3_stmt *st;
+	int rc = 0;
+
+	*n = 0;
+	idx_lock(x);
+	st = x->st[id];
+	if (sqlite3_bind_int64(st, 1, after_atime) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 2, after_id) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 3, (sqlite3_int64)max) != SQLITE_OK) {
+		idx_release(st);
+		rc = idx_bind_failed(x, "page objects");
+		goto out;
+	}
+	while (*n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rc = idx_row_entry(st, &out[*n]);
+		if (rc != 0)
+			break;
+		(*n)++;
+	}
+	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+		rc = 0;
+	else if (rc > 0)
+		rc = idx_errno(x, rc, "page objects");
+	idx_release(st);
+	if (rc != 0) {
+		idx_entries_clear(out, *n);
+		*n = 0;
+	}
+out:
+	idx_unlock(x);
+	return rc;
+}
+
+int idx_page_lru(struct idx *x, int64_t after_atime, int64_t after_id,
+		 size_t max, struct idx_entry *out, size_t *n)
+{
+	return idx_page(x, IDX_ST_PAGE_LRU, after_atime, after_id, max, out, n);
+}
+
+int idx_page_by_id(struct idx *x, int64_t after_id, size_t max,
+		   struct idx_entry *out, size_t *n)
+{
+	return idx_page(x, IDX_ST_PAGE_ID, 0, after_id, max, out, n);
 }

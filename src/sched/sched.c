@@ -6,19 +6,22 @@
  *
  * DESIGN
  *
- * Threads.  `workers` fetch threads each run one ranged GET at a time, and
- * one commit thread makes finished parts durable and records them in the
- * index.  Callers (FUSE threads) open objects and wait for ranges.
+ * Threads.  `workers` fetch threads each run one ranged GET at a time; one
+ * commit thread makes finished parts durable and records them in the
+ * index; one eviction thread keeps the cache under its limits (evict.c);
+ * one verify thread checks whole objects against MD5 ETags (verify.c).
+ * Callers (FUSE threads) open objects and wait for ranges.
  *
  * Locks.  One mutex, s->lock, guards every object's part states, the
- * object table, both queues and the commit list.  It is never held across
- * network or disk I/O: a worker marks a part FETCHING, drops the lock for
- * the GET, and takes it again to publish the result.  Readers of an object
- * whose parts are all present skip the lock (o->complete is atomic), so
- * cached reads of one file never serialize.  s->commit_lock orders a
- * version switch in sched_obj_open() against the commit thread, so extents
- * of an old version are never recorded under a new ETag.  Lock order:
- * commit_lock before lock.
+ * object table, the queues, the commit list and the byte counters.  It is
+ * never held across network or disk I/O: a worker marks a part FETCHING,
+ * drops the lock for the GET, and takes it again to publish the result.
+ * Readers of an object whose parts are all present skip the lock
+ * (o->complete is atomic), so cached reads of one file never serialize.
+ * s->version_lock serializes the three things that decide which bytes the
+ * index may claim for a key: opening a version (record it, load its
+ * extents, open its file), committing extents, and evicting an object.
+ * Lock order: version_lock before lock.
  *
  * Ordering.  Two queues feed the workers: the demand queue holds parts a
  * reader is blocked on, the pending list holds objects with parts left to
@@ -29,9 +32,17 @@
  * Durability.  A part is readable as soon as its bytes are written (they
  * are in the page cache, and reads go through the same file), but it is
  * recorded in the index only after fdatasync(): the commit thread takes
- * every finished part at once, syncs each file once, and commits them in
- * one transaction (group commit).  After a crash the index may miss parts
- * that were on disk, never the reverse.
+ * every finished part at once, syncs each file once (and the directory of
+ * a new file), and commits them in one transaction (group commit).  After
+ * a crash the index may miss parts that were on disk, never the reverse.
+ * Dropping an object's parts bumps its generation, so commit records made
+ * before the drop are not recorded after it.
+ *
+ * Backpressure.  A worker reserves a part's bytes against the cache limit
+ * before fetching it (evict.c).  When eviction cannot make room, a
+ * read-ahead part is skipped and a demanded part fails with -ENOSPC, which
+ * sends the reader to sched_obj_read_direct(): a full cache slows reads,
+ * it never fails them.
  *
  * Lifetime.  An object is reference counted: each open handle, each queue
  * entry, each part in flight and each commit record holds one.  The last
@@ -39,94 +50,14 @@
  * close, and a replaced version lives until its handles are released.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hoardfs/log.h"
-#include "hoardfs/sched.h"
 #include "hoardfs/util.h"
-
-/* State of one part of one object version. */
-enum part_state {
-	PART_ABSENT = 0, /* not on disk, not queued */
-	PART_QUEUED,	 /* waiting in read-ahead order */
-	PART_DEMANDED,	 /* on the demand queue: a reader waits for it */
-	PART_FETCHING,	 /* a worker is fetching it */
-	PART_PRESENT,	 /* on disk (maybe not yet durable) */
-	PART_FAILED,	 /* last fetch failed; part_err says why */
-};
-
-/* Buckets of the object table: live objects are the open or in-flight
- * ones, a few thousand at most; chains stay short. */
-#define SCHED_TABLE_SIZE 4096
-
-/*
- * One object version being cached.  Fields under "s->lock" may only be
- * read or written with it held.
- * Invariant: present == number of parts in PART_PRESENT;
- * complete != 0 exactly when present == nparts.
- */
-struct sched_obj {
-	struct sched *s;	 /* owner */
-	char *key;		 /* object key, owned */
-	char etag[IDX_ETAG_MAX]; /* version, as listed */
-	uint64_t size;		 /* bytes */
-	int64_t idx_id;		 /* row in the index */
-	int fd;			 /* data file, open while refs > 0 */
-	uint32_t nparts;	 /* ceil(size / part_size) */
-	uint8_t *part;		 /* s->lock: enum part_state per part */
-	int *part_err;		 /* s->lock: -errno of each failed part */
-	uint32_t present;	 /* s->lock: parts in PART_PRESENT */
-	atomic_int complete;	 /* every part present: reads take no lock */
-	uint32_t cursor;	 /* s->lock: next part to read ahead */
-	unsigned refs;		 /* s->lock: references */
-	int stale;		 /* s->lock: replaced by a newer version */
-	int in_table;		 /* s->lock: reachable from s->table */
-	int on_pending;		 /* s->lock: on the pending list */
-	struct sched_obj *table_next;	/* s->lock: hash chain */
-	struct sched_obj *pending_next; /* s->lock: pending list link */
-	pthread_cond_t cond;		/* signalled when a part finishes */
-};
-
-/* A part a reader waits for; holds a reference to its object. */
-struct demand {
-	struct sched_obj *o;
-	uint32_t part;
-	struct demand *next;
-};
-
-/* A finished part to make durable and record; holds a reference. */
-struct commit_rec {
-	struct sched_obj *o;
-	uint64_t off;
-	uint64_t end;
-};
-
-struct sched {
-	struct sched_config cfg;     /* copied at start */
-	char *bucket;		     /* owned */
-	struct client *client;	     /* borrowed */
-	struct store *store;	     /* borrowed */
-	struct idx *idx;	     /* borrowed */
-	pthread_mutex_t lock;	     /* see DESIGN */
-	pthread_mutex_t commit_lock; /* see DESIGN */
-	pthread_cond_t work_cond;    /* lock: a queue got work, or stopping */
-	pthread_cond_t commit_cond;  /* lock: commits waiting, or stopping */
-	struct sched_obj *table[SCHED_TABLE_SIZE];     /* lock: key -> object */
-	struct demand *demand_head, *demand_tail;      /* lock: FIFO */
-	struct sched_obj *pending_head, *pending_tail; /* lock: FIFO */
-	struct commit_rec *commits;   /* lock: array of ncommits */
-	size_t ncommits, commits_cap; /* lock */
-	atomic_int stopping;	      /* set once by sched_free() */
-	pthread_t *workers;	      /* cfg.workers threads */
-	unsigned nworkers;	      /* started */
-	pthread_t committer;	      /* commit thread */
-	int committer_started;
-	struct sched_stats stats; /* lock */
-};
+#include "sched/sched_int.h"
 
 static uint32_t key_hash(const char *key)
 {
@@ -137,16 +68,21 @@ static uint32_t key_hash(const char *key)
 	return h % SCHED_TABLE_SIZE;
 }
 
-static uint64_t part_off(const struct sched_obj *o, uint32_t p)
+uint64_t sched_part_off(const struct sched_obj *o, uint32_t p)
 {
 	return (uint64_t)p * o->s->cfg.part_size;
 }
 
-static uint64_t part_end(const struct sched_obj *o, uint32_t p)
+uint64_t sched_part_end(const struct sched_obj *o, uint32_t p)
 {
-	uint64_t end = part_off(o, p) + o->s->cfg.part_size;
+	uint64_t end = sched_part_off(o, p) + o->s->cfg.part_size;
 
 	return end < o->size ? end : o->size;
+}
+
+static uint64_t part_bytes(const struct sched_obj *o, uint32_t p)
+{
+	return sched_part_end(o, p) - sched_part_off(o, p);
 }
 
 static void table_remove_locked(struct sched *s, struct sched_obj *o)
@@ -162,7 +98,16 @@ static void table_remove_locked(struct sched *s, struct sched_obj *o)
 	o->in_table = 0;
 }
 
-static void obj_destroy(struct sched_obj *o)
+struct sched_obj *sched_table_find_locked(struct sched *s, const char *key)
+{
+	struct sched_obj *o = s->table[key_hash(key)];
+
+	while (o && strcmp(o->key, key) != 0)
+		o = o->table_next;
+	return o;
+}
+
+void sched_obj_destroy(struct sched_obj *o)
 {
 	if (o->fd >= 0)
 		close(o->fd);
@@ -173,9 +118,7 @@ static void obj_destroy(struct sched_obj *o)
 	free(o);
 }
 
-/* Drop a reference with s->lock held.  Returns the object when this was
- * the last one, for the caller to obj_destroy() after unlocking. */
-static struct sched_obj *obj_unref_locked(struct sched_obj *o)
+struct sched_obj *sched_obj_unref_locked(struct sched_obj *o)
 {
 	if (--o->refs > 0)
 		return NULL;
@@ -183,7 +126,7 @@ static struct sched_obj *obj_unref_locked(struct sched_obj *o)
 	return o;
 }
 
-static void pending_push_locked(struct sched *s, struct sched_obj *o)
+void sched_pending_push_locked(struct sched *s, struct sched_obj *o)
 {
 	if (o->on_pending)
 		return;
@@ -198,6 +141,22 @@ static void pending_push_locked(struct sched *s, struct sched_obj *o)
 	pthread_cond_signal(&s->work_cond);
 }
 
+void sched_obj_drop_parts_locked(struct sched_obj *o, int requeue)
+{
+	for (uint32_t p = 0; p < o->nparts; p++) {
+		if (o->part[p] == PART_PRESENT)
+			o->s->cached_bytes -= part_bytes(o, p);
+		if (o->part[p] == PART_PRESENT || o->part[p] == PART_FAILED)
+			o->part[p] = requeue ? PART_QUEUED : PART_ABSENT;
+	}
+	o->present = 0;
+	o->verified = 0;
+	o->generation++;
+	atomic_store(&o->complete, 0);
+	if (requeue && !o->bypass)
+		sched_pending_push_locked(o->s, o);
+}
+
 /* Remove the head of the pending list; returns it for unref. */
 static struct sched_obj *pending_pop_locked(struct sched *s)
 {
@@ -208,7 +167,7 @@ static struct sched_obj *pending_pop_locked(struct sched *s)
 		s->pending_tail = NULL;
 	o->on_pending = 0;
 	o->pending_next = NULL;
-	return obj_unref_locked(o);
+	return sched_obj_unref_locked(o);
 }
 
 static int demand_push_locked(struct sched *s, struct sched_obj *o, uint32_t p)
@@ -231,14 +190,32 @@ static int demand_push_locked(struct sched *s, struct sched_obj *o, uint32_t p)
 	return 0;
 }
 
+/* Chain @o on *@dead when @o is the last reference, for destroy_chain(). */
+static void unref_into(struct sched_obj *o, struct sched_obj **dead)
+{
+	if (sched_obj_unref_locked(o)) {
+		o->pending_next = *dead;
+		*dead = o;
+	}
+}
+
+static void destroy_chain(struct sched_obj *dead)
+{
+	while (dead) {
+		struct sched_obj *next = dead->pending_next;
+
+		sched_obj_destroy(dead);
+		dead = next;
+	}
+}
+
 /*
  * Pick the next part to fetch: demanded parts first, then read-ahead.
  * Marks it FETCHING and returns its object with one reference that the
- * caller owns, or NULL when there is no work.  Objects to destroy (their
- * last reference was a queue's) are chained on *@dead.
+ * caller owns, or NULL when there is no work.  Sets *@demanded.
  */
 static struct sched_obj *job_take_locked(struct sched *s, uint32_t *part,
-					 struct sched_obj **dead)
+					 int *demanded, struct sched_obj **dead)
 {
 	while (s->demand_head) {
 		struct demand *d = s->demand_head;
@@ -251,12 +228,10 @@ static struct sched_obj *job_take_locked(struct sched *s, uint32_t *part,
 		free(d);
 		if (o->part[*part] == PART_DEMANDED) {
 			o->part[*part] = PART_FETCHING;
+			*demanded = 1;
 			return o; /* the demand's reference moves to the job */
 		}
-		if (obj_unref_locked(o)) {
-			o->pending_next = *dead;
-			*dead = o;
-		}
+		unref_into(o, dead);
 	}
 	while (s->pending_head) {
 		struct sched_obj *o = s->pending_head;
@@ -270,6 +245,7 @@ static struct sched_obj *job_take_locked(struct sched *s, uint32_t *part,
 			o->cursor = p + 1;
 			o->refs++;
 			*part = p;
+			*demanded = 0;
 			return o;
 		}
 		if (pending_pop_locked(s)) {
@@ -302,11 +278,11 @@ static int fetch_body(void *arg, uint64_t off, const void *buf, size_t len)
 static int fetch_part(struct sched_obj *o, uint32_t p, uint64_t *bytes)
 {
 	struct fetch_sink sink = {.o = o, .bytes = 0};
-	uint64_t off = part_off(o, p);
+	uint64_t off = sched_part_off(o, p);
 	int rc;
 
-	rc = client_get(o->s->client, o->key, off, part_end(o, p) - off,
-			o->etag, fetch_body, &sink, NULL, NULL);
+	rc = client_get(o->s->client, o->key, off, part_bytes(o, p), o->etag,
+			fetch_body, &sink, NULL, NULL);
 	*bytes = sink.bytes;
 	return rc;
 }
@@ -325,20 +301,36 @@ static int commit_push_locked(struct sched *s, struct sched_obj *o,
 		s->commits_cap = cap;
 	}
 	o->refs++;
-	s->commits[s->ncommits++] =
-		(struct commit_rec){.o = o, .off = off, .end = end};
+	s->commits[s->ncommits++] = (struct commit_rec){
+		.o = o, .off = off, .end = end, .generation = o->generation};
 	pthread_cond_signal(&s->commit_cond);
 	return 0;
 }
 
-static void destroy_chain(struct sched_obj *dead)
+/* Publish the outcome of fetching part @p of @o (s->lock held). */
+static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
+			     int rc)
 {
-	while (dead) {
-		struct sched_obj *next = dead->pending_next;
-
-		obj_destroy(dead);
-		dead = next;
+	if (rc == 0)
+		rc = commit_push_locked(s, o, sched_part_off(o, p),
+					sched_part_end(o, p));
+	if (rc == 0) {
+		o->part[p] = PART_PRESENT;
+		o->fetched++;
+		s->cached_bytes += part_bytes(o, p);
+		s->stats.parts_fetched++;
+		if (++o->present == o->nparts) {
+			atomic_store(&o->complete, 1);
+			sched_verify_queue_locked(s, o);
+		}
+	} else {
+		o->part[p] = PART_FAILED;
+		o->part_err[p] = rc;
+		s->stats.fetch_errors++;
+		if (rc == -ENOSPC || rc == -EDQUOT)
+			sched_evict_kick_locked(s);
 	}
+	pthread_cond_broadcast(&o->cond);
 }
 
 static void *worker_main(void *arg)
@@ -348,11 +340,11 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&s->lock);
 	while (!atomic_load(&s->stopping)) {
 		struct sched_obj *dead = NULL, *o;
-		uint64_t bytes = 0;
+		uint64_t bytes = 0, need;
 		uint32_t p = 0;
-		int rc;
+		int demanded = 0, rc;
 
-		o = job_take_locked(s, &p, &dead);
+		o = job_take_locked(s, &p, &demanded, &dead);
 		if (dead) {
 			pthread_mutex_unlock(&s->lock);
 			destroy_chain(dead);
@@ -363,27 +355,27 @@ static void *worker_main(void *arg)
 				pthread_cond_wait(&s->work_cond, &s->lock);
 			continue;
 		}
-		pthread_mutex_unlock(&s->lock);
-		rc = fetch_part(o, p, &bytes);
-		pthread_mutex_lock(&s->lock);
-		s->stats.bytes_fetched += bytes;
-		if (rc == 0)
-			rc = commit_push_locked(s, o, part_off(o, p),
-						part_end(o, p));
-		if (rc == 0) {
-			o->part[p] = PART_PRESENT;
-			s->stats.parts_fetched++;
-			if (++o->present == o->nparts)
-				atomic_store(&o->complete, 1);
+		need = part_bytes(o, p);
+		rc = sched_space_reserve_locked(s, need);
+		if (rc != 0 && !demanded) {
+			/* No room for read-ahead: leave the part for a
+			 * reader, who will get it from the store. */
+			o->part[p] = PART_ABSENT;
+			pthread_cond_broadcast(&o->cond);
+		} else if (rc != 0) {
+			part_done_locked(s, o, p, rc);
 		} else {
-			o->part[p] = PART_FAILED;
-			o->part_err[p] = rc;
-			s->stats.fetch_errors++;
-		}
-		pthread_cond_broadcast(&o->cond);
-		if (obj_unref_locked(o)) {
+			s->inflight_bytes += need;
 			pthread_mutex_unlock(&s->lock);
-			obj_destroy(o);
+			rc = fetch_part(o, p, &bytes);
+			pthread_mutex_lock(&s->lock);
+			s->inflight_bytes -= need;
+			s->stats.bytes_fetched += bytes;
+			part_done_locked(s, o, p, rc);
+		}
+		if (sched_obj_unref_locked(o)) {
+			pthread_mutex_unlock(&s->lock);
+			sched_obj_destroy(o);
 			pthread_mutex_lock(&s->lock);
 		}
 	}
@@ -397,7 +389,7 @@ static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
 	struct idx_extent_rec *recs = calloc(n ? n : 1, sizeof(*recs));
 	char *durable = calloc(n ? n : 1, 1);
 	size_t nrecs = 0;
-	int rc;
+	int rc, dir_sync;
 
 	if (!recs || !durable) {
 		log_error("commit: out of memory; %zu parts stay unrecorded",
@@ -412,27 +404,41 @@ static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
 			;
 		if (j < i) {
 			durable[i] = durable[j];
-		} else if (fdatasync(v[i].o->fd) == 0) {
-			durable[i] = 1;
-		} else {
+			continue;
+		}
+		pthread_mutex_lock(&s->lock);
+		dir_sync = v[i].o->needs_dir_sync;
+		pthread_mutex_unlock(&s->lock);
+		if (fdatasync(v[i].o->fd) != 0) {
 			log_error("commit: fdatasync of s3://%s/%s: %s",
 				  s->bucket, v[i].o->key, strerror(errno));
+			continue;
+		}
+		if (dir_sync && store_sync_dirs(s->store, v[i].o->name) != 0)
+			continue;
+		durable[i] = 1;
+		if (dir_sync) {
+			pthread_mutex_lock(&s->lock);
+			v[i].o->needs_dir_sync = 0;
+			pthread_mutex_unlock(&s->lock);
 		}
 	}
-	pthread_mutex_lock(&s->commit_lock);
+	pthread_mutex_lock(&s->version_lock);
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
-		if (!durable[i] || v[i].o->stale)
+		const struct sched_obj *o = v[i].o;
+
+		if (!durable[i] || o->stale || o->generation != v[i].generation)
 			continue;
 		recs[nrecs++] = (struct idx_extent_rec){
-			.object_id = v[i].o->idx_id,
+			.object_id = o->idx_id,
 			.off = v[i].off,
 			.end = v[i].end,
 		};
 	}
 	pthread_mutex_unlock(&s->lock);
 	rc = idx_extents_commit(s->idx, recs, nrecs, util_now_sec());
-	pthread_mutex_unlock(&s->commit_lock);
+	pthread_mutex_unlock(&s->version_lock);
 	if (rc != 0)
 		log_error("commit: recording %zu extents: %s", nrecs,
 			  strerror(-rc));
@@ -462,14 +468,8 @@ static void *committer_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		commit_batch(s, v, n);
 		pthread_mutex_lock(&s->lock);
-		for (size_t i = 0; i < n; i++) {
-			struct sched_obj *o = v[i].o;
-
-			if (obj_unref_locked(o)) {
-				o->pending_next = dead;
-				dead = o;
-			}
-		}
+		for (size_t i = 0; i < n; i++)
+			unref_into(v[i].o, &dead);
 		pthread_mutex_unlock(&s->lock);
 		destroy_chain(dead);
 		free(v);
@@ -479,10 +479,21 @@ static void *committer_main(void *arg)
 	return NULL;
 }
 
+static int start_thread(pthread_t *t, int *started, void *(*fn)(void *),
+			struct sched *s)
+{
+	int rc = pthread_create(t, NULL, fn, s);
+
+	if (rc == 0)
+		*started = 1;
+	return -rc;
+}
+
 int sched_new(const struct sched_config *cfg, const char *bucket,
 	      struct client *client, struct store *store, struct idx *idx,
 	      struct sched **out)
 {
+	uint64_t objects = 0;
 	struct sched *s;
 	int rc;
 
@@ -498,23 +509,34 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	s->bucket = strdup(bucket);
 	s->workers = calloc(cfg->workers, sizeof(*s->workers));
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->commit_lock, NULL);
+	pthread_mutex_init(&s->version_lock, NULL);
 	pthread_cond_init(&s->work_cond, NULL);
 	pthread_cond_init(&s->commit_cond, NULL);
+	pthread_cond_init(&s->evict_cond, NULL);
+	pthread_cond_init(&s->space_cond, NULL);
+	pthread_cond_init(&s->verify_cond, NULL);
 	if (!s->bucket || !s->workers) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = -pthread_create(&s->committer, NULL, committer_main, s);
-	if (rc != 0)
-		goto fail;
-	s->committer_started = 1;
-	for (; s->nworkers < cfg->workers; s->nworkers++) {
+	rc = idx_stats(idx, &objects, &s->cached_bytes);
+	if (rc == 0)
+		rc = start_thread(&s->committer, &s->committer_started,
+				  committer_main, s);
+	if (rc == 0)
+		rc = start_thread(&s->evictor, &s->evictor_started,
+				  sched_evict_main, s);
+	if (rc == 0)
+		rc = start_thread(&s->verifier, &s->verifier_started,
+				  sched_verify_main, s);
+	for (; rc == 0 && s->nworkers < cfg->workers; s->nworkers++) {
 		rc = -pthread_create(&s->workers[s->nworkers], NULL,
 				     worker_main, s);
 		if (rc != 0)
-			goto fail;
+			break;
 	}
+	if (rc != 0)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -532,9 +554,16 @@ void sched_free(struct sched *s)
 	atomic_store(&s->stopping, 1);
 	pthread_cond_broadcast(&s->work_cond);
 	pthread_cond_broadcast(&s->commit_cond);
+	pthread_cond_broadcast(&s->evict_cond);
+	pthread_cond_broadcast(&s->space_cond);
+	pthread_cond_broadcast(&s->verify_cond);
 	pthread_mutex_unlock(&s->lock);
 	for (unsigned i = 0; i < s->nworkers; i++)
 		pthread_join(s->workers[i], NULL);
+	if (s->verifier_started)
+		pthread_join(s->verifier, NULL);
+	if (s->evictor_started)
+		pthread_join(s->evictor, NULL);
 	/* Workers are gone: empty the queues, then let the committer drain
 	 * what they finished. */
 	pthread_mutex_lock(&s->lock);
@@ -542,10 +571,7 @@ void sched_free(struct sched *s)
 		struct demand *d = s->demand_head;
 
 		s->demand_head = d->next;
-		if (obj_unref_locked(d->o)) {
-			d->o->pending_next = dead;
-			dead = d->o;
-		}
+		unref_into(d->o, &dead);
 		free(d);
 	}
 	s->demand_tail = NULL;
@@ -561,9 +587,12 @@ void sched_free(struct sched *s)
 	destroy_chain(dead);
 	if (s->committer_started)
 		pthread_join(s->committer, NULL);
+	pthread_cond_destroy(&s->verify_cond);
+	pthread_cond_destroy(&s->space_cond);
+	pthread_cond_destroy(&s->evict_cond);
 	pthread_cond_destroy(&s->commit_cond);
 	pthread_cond_destroy(&s->work_cond);
-	pthread_mutex_destroy(&s->commit_lock);
+	pthread_mutex_destroy(&s->version_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s->commits);
 	free(s->workers);
@@ -571,11 +600,12 @@ void sched_free(struct sched *s)
 	free(s);
 }
 
-/* A new in-memory object for a version already recorded as @row. */
-static int obj_new(struct sched *s, const char *key,
-		   const struct idx_object *row, struct sched_obj **out)
+/* A new in-memory object of @size_bytes; refs 1, every part absent. */
+static int obj_new(struct sched *s, const char *key, const char *etag,
+		   uint64_t size_bytes, struct sched_obj **out)
 {
-	uint64_t nparts = (row->size + s->cfg.part_size - 1) / s->cfg.part_size;
+	uint64_t nparts =
+		(size_bytes + s->cfg.part_size - 1) / s->cfg.part_size;
 	struct sched_obj *o;
 
 	if (nparts > UINT32_MAX)
@@ -590,93 +620,111 @@ static int obj_new(struct sched *s, const char *key,
 	o->part = calloc(nparts ? nparts : 1, sizeof(*o->part));
 	o->part_err = calloc(nparts ? nparts : 1, sizeof(*o->part_err));
 	pthread_cond_init(&o->cond, NULL);
-	if (!o->key || !o->part || !o->part_err) {
-		obj_destroy(o);
+	if (!o->key || !o->part || !o->part_err ||
+	    store_name(s->bucket, key, etag, o->name) != 0) {
+		sched_obj_destroy(o);
 		return -ENOMEM;
 	}
-	memcpy(o->etag, row->etag, sizeof(o->etag));
-	o->size = row->size;
-	o->idx_id = row->id;
+	snprintf(o->etag, sizeof(o->etag), "%s", etag);
+	o->size = size_bytes;
 	o->refs = 1;
 	*out = o;
 	return 0;
 }
 
-/* Mark parts whose whole range the index lists as present. */
-static int obj_load_extents(struct sched_obj *o)
+/* Mark parts whose whole range @set covers as present. */
+static void obj_mark_present(struct sched_obj *o, const struct extent_set *set)
 {
-	struct extent_set set;
-	int rc;
-
-	extent_set_init(&set);
-	rc = idx_extents_load(o->s->idx, o->idx_id, &set);
-	for (uint32_t p = 0; rc == 0 && p < o->nparts; p++) {
-		if (!extent_set_contains(&set, part_off(o, p), part_end(o, p)))
+	for (uint32_t p = 0; p < o->nparts; p++) {
+		if (!extent_set_contains(set, sched_part_off(o, p),
+					 sched_part_end(o, p)))
 			continue;
 		o->part[p] = PART_PRESENT;
 		o->present++;
 	}
+}
+
+/* Take @bytes off the cache's byte count (s->lock not held). */
+static void cached_bytes_sub(struct sched *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->cached_bytes -= bytes < s->cached_bytes ? bytes : s->cached_bytes;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Bytes the index holds for an older version of @key (for accounting),
+ * found before recording the new one drops them. */
+static uint64_t old_version_bytes(struct sched *s, const char *key,
+				  const char *etag, uint64_t size_bytes)
+{
+	struct extent_set set;
+	struct idx_object row;
+	uint64_t bytes = 0;
+
+	if (idx_object_lookup(s->idx, s->bucket, key, &row) != 0 ||
+	    (strcmp(row.etag, etag) == 0 && row.size == size_bytes))
+		return 0;
+	extent_set_init(&set);
+	if (idx_extents_load(s->idx, row.id, &set) == 0)
+		bytes = extent_set_bytes(&set);
 	extent_set_clear(&set);
-	if (o->present == o->nparts)
-		atomic_store(&o->complete, 1);
-	return rc;
+	return bytes;
 }
 
-static struct sched_obj *table_find_locked(struct sched *s, const char *key)
+/*
+ * Record the version, open its data file and load what the index has of
+ * it (version_lock held).  Drops an older version's data file, and the
+ * extents of a data file that is missing or of the wrong size.
+ */
+static int obj_attach(struct sched *s, struct sched_obj *o, int64_t mtime_sec)
 {
-	struct sched_obj *o = s->table[key_hash(key)];
+	char old_etag[IDX_ETAG_MAX], old_name[STORE_NAME_LEN + 1];
+	struct extent_set set;
+	struct idx_object row;
+	int reset = 0, rc;
 
-	while (o && strcmp(o->key, key) != 0)
-		o = o->table_next;
-	return o;
-}
-
-/* Record the version in the index and drop an older one's data file. */
-static int obj_record_version(struct sched *s, const char *key,
-			      const char *etag, uint64_t size_bytes,
-			      int64_t mtime_sec, struct idx_object *row)
-{
-	char old_etag[IDX_ETAG_MAX], name[STORE_NAME_LEN + 1];
-	struct sched_obj *old;
-	int rc;
-
-	pthread_mutex_lock(&s->commit_lock);
-	rc = idx_object_set_version(s->idx, s->bucket, key, etag, size_bytes,
-				    mtime_sec, row, old_etag);
-	if (rc == 0) {
-		/* From now on no extent of an older version may be recorded
-		 * under this row: mark any such object stale. */
-		pthread_mutex_lock(&s->lock);
-		old = table_find_locked(s, key);
-		if (old && strcmp(old->etag, etag) != 0) {
-			old->stale = 1;
-			table_remove_locked(s, old);
-		}
-		pthread_mutex_unlock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->commit_lock);
-	/* Same ETag with another size: the data file has the same name and
-	 * is re-sized by the caller; only its extents had to go. */
-	if (rc != 0 || old_etag[0] == '\0' || strcmp(old_etag, etag) == 0)
+	cached_bytes_sub(s, old_version_bytes(s, o->key, o->etag, o->size));
+	rc = idx_object_set_version(s->idx, s->bucket, o->key, o->etag, o->size,
+				    mtime_sec, &row, old_etag);
+	if (rc != 0)
 		return rc;
-	log_info("s3://%s/%s changed (ETag %s -> %s): dropping cached data",
-		 s->bucket, key, old_etag, etag);
-	if (store_name(s->bucket, key, old_etag, name) == 0)
-		(void)store_file_remove(s->store, name);
-	return 0;
+	o->idx_id = row.id;
+	if (old_etag[0] && strcmp(old_etag, o->etag) != 0) {
+		log_info("s3://%s/%s changed (ETag %s -> %s): dropping its "
+			 "cached bytes",
+			 s->bucket, o->key, old_etag, o->etag);
+		if (store_name(s->bucket, o->key, old_etag, old_name) == 0)
+			(void)store_file_remove(s->store, old_name);
+	}
+	o->fd = store_file_open(s->store, o->name, o->size, &reset);
+	if (o->fd < 0)
+		return o->fd;
+	o->needs_dir_sync = reset;
+	extent_set_init(&set);
+	rc = idx_extents_load(s->idx, o->idx_id, &set);
+	if (rc == 0 && reset && set.n > 0) {
+		log_warn("s3://%s/%s: data file missing or resized; dropping "
+			 "its %llu cached bytes and fetching again",
+			 s->bucket, o->key,
+			 (unsigned long long)extent_set_bytes(&set));
+		cached_bytes_sub(s, extent_set_bytes(&set));
+		rc = idx_extents_drop(s->idx, o->idx_id);
+	} else if (rc == 0) {
+		obj_mark_present(o, &set);
+	}
+	extent_set_clear(&set);
+	return rc;
 }
 
 int sched_obj_open(struct sched *s, const char *key, const char *etag,
 		   uint64_t size_bytes, int64_t mtime_sec,
 		   struct sched_obj **out)
 {
-	char name[STORE_NAME_LEN + 1];
 	struct sched_obj *o, *found;
-	struct idx_object row;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
-	o = table_find_locked(s, key);
+	o = sched_table_find_locked(s, key);
 	if (o && strcmp(o->etag, etag) == 0 && o->size == size_bytes) {
 		o->refs++;
 		pthread_mutex_unlock(&s->lock);
@@ -685,47 +733,58 @@ int sched_obj_open(struct sched *s, const char *key, const char *etag,
 	}
 	pthread_mutex_unlock(&s->lock);
 
-	rc = obj_record_version(s, key, etag, size_bytes, mtime_sec, &row);
-	if (rc == 0)
-		rc = obj_new(s, key, &row, &o);
+	rc = obj_new(s, key, etag, size_bytes, &o);
 	if (rc != 0)
 		return rc;
-	rc = obj_load_extents(o);
-	if (rc == 0)
-		rc = store_name(s->bucket, key, etag, name);
-	if (rc == 0) {
-		o->fd = store_file_open(s->store, name, size_bytes);
-		if (o->fd < 0)
-			rc = o->fd;
-	}
-	if (rc != 0) {
-		log_error("open s3://%s/%s: cache: %s", s->bucket, key,
-			  strerror(-rc));
-		obj_destroy(o);
-		return rc;
-	}
-
+	pthread_mutex_lock(&s->version_lock);
 	pthread_mutex_lock(&s->lock);
-	found = table_find_locked(s, key);
-	if (found && strcmp(found->etag, etag) == 0) {
+	found = sched_table_find_locked(s, key);
+	if (found && strcmp(found->etag, etag) == 0 &&
+	    found->size == size_bytes) {
 		/* Another open of this version won the race: share it. */
 		found->refs++;
 		pthread_mutex_unlock(&s->lock);
-		obj_destroy(o);
+		pthread_mutex_unlock(&s->version_lock);
+		sched_obj_destroy(o);
 		*out = found;
 		return 0;
 	}
-	if (found)
+	if (found) {
+		/* From now on no extent of the older version may be
+		 * recorded under this key's row. */
+		found->stale = 1;
 		table_remove_locked(s, found);
+	}
+	pthread_mutex_unlock(&s->lock);
+	rc = obj_attach(s, o, mtime_sec);
+	if (rc != 0) {
+		/* The cache cannot take it (full or failing disk): serve
+		 * this version from the store rather than fail the open. */
+		log_warn("s3://%s/%s: cache unavailable (%s); reading it "
+			 "straight from the store",
+			 s->bucket, key, strerror(-rc));
+		if (o->fd >= 0)
+			close(o->fd);
+		o->fd = -1;
+		o->bypass = 1;
+		o->present = 0;
+		memset(o->part, PART_ABSENT, o->nparts);
+	}
+	pthread_mutex_lock(&s->lock);
 	o->table_next = s->table[key_hash(key)];
 	s->table[key_hash(key)] = o;
 	o->in_table = 1;
-	for (uint32_t p = 0; p < o->nparts; p++)
-		if (o->part[p] == PART_ABSENT)
-			o->part[p] = PART_QUEUED;
-	if (!atomic_load(&o->complete))
-		pending_push_locked(s, o);
+	if (!o->bypass) {
+		for (uint32_t p = 0; p < o->nparts; p++)
+			if (o->part[p] == PART_ABSENT)
+				o->part[p] = PART_QUEUED;
+		if (o->present == o->nparts)
+			atomic_store(&o->complete, 1);
+		else
+			sched_pending_push_locked(s, o);
+	}
 	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->version_lock);
 	*out = o;
 	return 0;
 }
@@ -738,10 +797,10 @@ void sched_obj_put(struct sched_obj *o)
 		return;
 	s = o->s;
 	pthread_mutex_lock(&s->lock);
-	o = obj_unref_locked(o);
+	o = sched_obj_unref_locked(o);
 	pthread_mutex_unlock(&s->lock);
 	if (o)
-		obj_destroy(o);
+		sched_obj_destroy(o);
 }
 
 int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
@@ -760,6 +819,8 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
+	if (o->bypass)
+		return -ENOSPC;
 	first = (uint32_t)(off / s->cfg.part_size);
 	last = (uint32_t)((end - 1) / s->cfg.part_size);
 	pthread_mutex_lock(&s->lock);
@@ -804,6 +865,42 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 	return rc;
 }
 
+/* Copies a GET body into a caller's buffer. */
+struct direct_sink {
+	char *buf;
+	uint64_t off; /* object offset of buf[0] */
+	size_t len;   /* bytes copied */
+};
+
+static int direct_body(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct direct_sink *d = arg;
+
+	memcpy(d->buf + (off - d->off), buf, len);
+	d->len = off - d->off + len;
+	return 0;
+}
+
+ssize_t sched_obj_read_direct(struct sched_obj *o, uint64_t off, size_t len,
+			      void *buf)
+{
+	struct direct_sink d = {.buf = buf, .off = off, .len = 0};
+	int rc;
+
+	if (off >= o->size || len == 0)
+		return 0;
+	if (len > o->size - off)
+		len = (size_t)(o->size - off);
+	rc = client_get(o->s->client, o->key, off, len, o->etag, direct_body,
+			&d, NULL, NULL);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&o->s->lock);
+	o->s->stats.bytes_served_direct += d.len;
+	pthread_mutex_unlock(&o->s->lock);
+	return (ssize_t)d.len;
+}
+
 int sched_obj_fd(const struct sched_obj *o)
 {
 	return o->fd;
@@ -813,6 +910,7 @@ void sched_stats_get(struct sched *s, struct sched_stats *out)
 {
 	pthread_mutex_lock(&s->lock);
 	*out = s->stats;
+	out->cached_bytes = s->cached_bytes;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -827,12 +925,13 @@ int sched_cached_bytes(struct sched *s, const char *key, const char *etag,
 	*bytes = 0;
 	*fetching = 0;
 	pthread_mutex_lock(&s->lock);
-	o = table_find_locked(s, key);
+	o = sched_table_find_locked(s, key);
 	if (o && strcmp(o->etag, etag) == 0) {
 		for (uint32_t p = 0; p < o->nparts; p++) {
 			if (o->part[p] == PART_PRESENT)
-				*bytes += part_end(o, p) - part_off(o, p);
-			else if (o->part[p] != PART_FAILED)
+				*bytes += part_bytes(o, p);
+			else if (o->part[p] != PART_FAILED &&
+				 o->part[p] != PART_ABSENT)
 				*fetching = 1;
 		}
 		pthread_mutex_unlock(&s->lock);

@@ -18,18 +18,21 @@
  * process-wide and cannot be changed safely under other threads.
  * Ordering and durability: the caller fdatasync()s a file before the
  * index records its bytes (idx.h), but fdatasync does not make the file's
- * directory entry durable.  So when store_file_open() creates a file it
- * fsyncs data/<h[0..2)> and data/ before returning: after a crash the
- * index never names bytes of a file that vanished.  Reopening an existing
- * file syncs nothing.
+ * directory entry durable.  So a caller that created a file calls
+ * store_sync_dirs() before recording its first bytes: after a crash the
+ * index never names bytes of a file that vanished.  That sync is left to
+ * the caller so it can batch it (one per directory per group commit) off
+ * the path of an open(2) that a reader waits on.
  */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +51,7 @@
 struct store {
 	char *dir;   /* the cache dir as given by the user; owned */
 	int data_fd; /* O_DIRECTORY fd of <dir>/data, for the *at() calls */
+	int lock_fd; /* fd holding the flock of <dir>/lock, or -1 */
 };
 
 /*
@@ -202,6 +206,7 @@ int store_open(const char *cache_dir, struct store **out)
 		goto out;
 	}
 	s->data_fd = -1;
+	s->lock_fd = -1;
 	s->dir = strdup(cache_dir);
 	if (!s->dir || asprintf(&data, "%s/data", cache_dir) < 0) {
 		data = NULL;
@@ -253,6 +258,8 @@ void store_free(struct store *s)
 		return;
 	if (s->data_fd >= 0)
 		close(s->data_fd);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s->dir);
 	free(s);
 }
@@ -285,7 +292,8 @@ int store_name(const char *bucket, const char *key, const char *etag, char *out)
 	return rc;
 }
 
-int store_file_open(struct store *s, const char *name, uint64_t size_bytes)
+int store_file_open(struct store *s, const char *name, uint64_t size_bytes,
+		    int *reset)
 {
 	char rel[STORE_FANOUT + 1 + STORE_NAME_LEN + 1];
 	char sub[STORE_FANOUT + 1];
@@ -335,23 +343,32 @@ int store_file_open(struct store *s, const char *name, uint64_t size_bytes)
 			  strerror(-rc));
 		goto out;
 	}
-	/*
-	 * The new entry, then the data dir's entry for the subdir: always
-	 * both, since the subdir may have been created a moment ago by
-	 * another thread that has not synced it yet.  Cheap when clean.
-	 */
-	if (created) {
-		rc = store_sync_dir(s, sub);
-		if (rc == 0)
-			rc = store_sync_dir(s, ".");
-		if (rc)
-			goto out;
-	}
+	*reset = created || (uint64_t)st.st_size != size_bytes;
 	rc = fd;
 	fd = -1;
 out:
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+int store_sync_dirs(struct store *s, const char *name)
+{
+	char sub[STORE_FANOUT + 1];
+	int rc;
+
+	if (!store_name_ok(name))
+		return -EINVAL;
+	memcpy(sub, name, STORE_FANOUT);
+	sub[STORE_FANOUT] = '\0';
+	/*
+	 * The file's entry, then the data dir's entry for the subdir: always
+	 * both, since the subdir may have been created a moment ago by
+	 * another thread that has not synced it yet.  Cheap when clean.
+	 */
+	rc = store_sync_dir(s, sub);
+	if (rc == 0)
+		rc = store_sync_dir(s, ".");
 	return rc;
 }
 
@@ -399,4 +416,111 @@ int store_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 const char *store_dir(const struct store *s)
 {
 	return s->dir;
+}
+
+int store_lock(struct store *s, long *holder_pid)
+{
+	char path[PATH_MAX], pid[32];
+	ssize_t n;
+	int fd, rc;
+
+	*holder_pid = 0;
+	if (snprintf(path, sizeof(path), "%s/lock", s->dir) >=
+	    (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		if (n > 0) {
+			pid[n] = '\0';
+			*holder_pid = strtol(pid, NULL, 10);
+		}
+		close(fd);
+		return rc;
+	}
+	/* Keep fd open (and so the lock) for the life of the process; the
+	 * pid is only a hint for the message a second daemon prints. */
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (fchmod(fd, STORE_FILE_MODE) != 0 || ftruncate(fd, 0) != 0 ||
+	    pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("store: cannot write %s: %s", path, strerror(errno));
+	s->lock_fd = fd;
+	return 0;
+}
+
+/* Call @fn for each valid data file name in data/<sub>. */
+static int store_walk_sub(struct store *s, const char *sub,
+			  int (*fn)(void *arg, const char *name), void *arg)
+{
+	struct dirent *e;
+	DIR *d;
+	int fd, rc = 0;
+
+	fd = openat(s->data_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while (rc == 0 && (e = readdir(d)) != NULL) {
+		if (store_name_ok(e->d_name) &&
+		    strncmp(e->d_name, sub, STORE_FANOUT) == 0)
+			rc = fn(arg, e->d_name);
+	}
+	closedir(d);
+	return rc;
+}
+
+int store_walk(struct store *s, int (*fn)(void *arg, const char *name),
+	       void *arg)
+{
+	struct dirent *e;
+	DIR *d;
+	int fd, rc = 0;
+
+	fd = openat(s->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while (rc == 0 && (e = readdir(d)) != NULL) {
+		if (strlen(e->d_name) != STORE_FANOUT ||
+		    strspn(e->d_name, "0123456789abcdef") != STORE_FANOUT)
+			continue;
+		rc = store_walk_sub(s, e->d_name, fn, arg);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int store_wipe_one(void *arg, const char *name)
+{
+	int rc = store_file_remove(arg, name);
+
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int store_wipe(struct store *s)
+{
+	char sub[STORE_FANOUT + 1];
+	int rc = store_walk(s, store_wipe_one, s);
+
+	/* Then the 256 fan-out dirs; ENOENT for the ones never made. */
+	for (unsigned i = 0; i < 256; i++) {
+		snprintf(sub, sizeof(sub), "%02x", i);
+		if (unlinkat(s->data_fd, sub, AT_REMOVEDIR) != 0 &&
+		    errno != ENOENT && rc == 0)
+			rc = -errno;
+	}
+	return rc;
 }

@@ -747,6 +747,66 @@ static void test_threads(void **state)
 	idx_close(x);
 }
 
+static void test_pages(void **state)
+{
+	struct fixture *f = *state;
+	struct idx_entry v[4];
+	struct idx_object o[5];
+	struct idx *x = NULL;
+	int64_t at = INT64_MIN, id = 0;
+	size_t n, seen = 0;
+	char key[8];
+
+	assert_int_equal(idx_open(f->db, &x), 0);
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(idx_object_set_version(x, "b", key, "\"e\"",
+							100, 0, &o[i], NULL),
+				 0);
+	}
+	/* Extents first: a commit sets the access time too. */
+	assert_int_equal(commit1(x, o[1].id, 0, 60), 0);
+	/* Access order 3, 1, 4, 0, 2 (oldest first). */
+	assert_int_equal(idx_object_touch(x, o[3].id, 10), 0);
+	assert_int_equal(idx_object_touch(x, o[1].id, 20), 0);
+	assert_int_equal(idx_object_touch(x, o[4].id, 30), 0);
+	assert_int_equal(idx_object_touch(x, o[0].id, 40), 0);
+	assert_int_equal(idx_object_touch(x, o[2].id, 50), 0);
+	assert_int_equal(idx_page_lru(x, at, id, 3, v, &n), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0].key, "k3");
+	assert_string_equal(v[1].key, "k1");
+	assert_int_equal(v[1].cached_bytes, 60);
+	assert_string_equal(v[2].key, "k4");
+	at = v[2].atime_sec;
+	id = v[2].id;
+	idx_entries_clear(v, n);
+	assert_int_equal(idx_page_lru(x, at, id, 3, v, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].key, "k0");
+	assert_string_equal(v[1].key, "k2");
+	idx_entries_clear(v, n);
+	/* By id: everything once. */
+	for (id = 0;;) {
+		assert_int_equal(idx_page_by_id(x, id, 2, v, &n), 0);
+		if (n == 0)
+			break;
+		seen += n;
+		id = v[n - 1].id; /* before clearing, which zeroes it */
+		idx_entries_clear(v, n);
+		assert_true(seen <= 5);
+	}
+	assert_int_equal(seen, 5);
+	/* Dropping extents keeps the object. */
+	assert_int_equal(idx_extents_drop(x, o[1].id), 0);
+	assert_int_equal(idx_page_lru(x, 15, o[3].id, 1, v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].key, "k1");
+	assert_int_equal(v[0].cached_bytes, 0);
+	idx_entries_clear(v, n);
+	idx_close(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -772,6 +832,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pages, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

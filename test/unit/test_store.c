@@ -125,13 +125,14 @@ static void test_file_modes(void **state)
 	assert_int_equal(store_open(f->root, &s), 0);
 	for (size_t i = 0; i < sizeof(masks) / sizeof(masks[0]); i++) {
 		char key[16];
-		int fd;
+		int fd, reset = -1;
 
 		/* A fresh key each time, so its subdir is new too. */
 		snprintf(key, sizeof(key), "key%zu", i);
 		assert_int_equal(store_name("b", key, "\"e\"", name), 0);
 		umask(masks[i]);
-		fd = store_file_open(s, name, 10);
+		fd = store_file_open(s, name, 10, &reset);
+		assert_int_equal(reset, 1);
 		umask(022);
 		assert_true(fd >= 0);
 		assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
@@ -153,7 +154,7 @@ static void test_naming(void **state)
 	char a[STORE_NAME_LEN + 1], b[STORE_NAME_LEN + 1];
 	char path[256];
 	struct stat st;
-	int fd;
+	int fd, reset = -1;
 
 	/* printf 'b\0k\0"e"' | sha256sum */
 	assert_int_equal(store_name("b", "k", "\"e\"", a), 0);
@@ -170,7 +171,7 @@ static void test_naming(void **state)
 
 	/* The file lands at data/<h[0..2)>/<h>. */
 	assert_int_equal(store_open(f->root, &s), 0);
-	fd = store_file_open(s, a, 1);
+	fd = store_file_open(s, a, 1, &reset);
 	assert_true(fd >= 0);
 	close(fd);
 	snprintf(path, sizeof(path), "%s/data/ce/%s", f->root, a);
@@ -178,11 +179,12 @@ static void test_naming(void **state)
 	assert_true(S_ISREG(st.st_mode));
 
 	/* Names that are not 64 lower-case hex digits are refused. */
-	assert_int_equal(store_file_open(s, "../../etc/passwd", 1), -EINVAL);
-	assert_int_equal(store_file_open(s, "ab", 1), -EINVAL);
+	assert_int_equal(store_file_open(s, "../../etc/passwd", 1, &reset),
+			 -EINVAL);
+	assert_int_equal(store_file_open(s, "ab", 1, &reset), -EINVAL);
 	memcpy(b, a, sizeof(b));
 	b[10] = 'A';
-	assert_int_equal(store_file_open(s, b, 1), -EINVAL);
+	assert_int_equal(store_file_open(s, b, 1, &reset), -EINVAL);
 	b[10] = '/';
 	assert_int_equal(store_file_remove(s, b), -EINVAL);
 	store_free(s);
@@ -213,12 +215,13 @@ static void test_sparse_and_pwrite(void **state)
 	const uint64_t size_bytes = 1ull << 30; /* 1 GiB, mostly holes */
 	char buf[16];
 	struct stat st;
-	int fd;
+	int fd, reset = -1;
 
 	assert_int_equal(store_open(f->root, &s), 0);
 	assert_int_equal(store_name("bucket", "big", "\"1\"", name), 0);
-	fd = store_file_open(s, name, size_bytes);
+	fd = store_file_open(s, name, size_bytes, &reset);
 	assert_true(fd >= 0);
+	assert_int_equal(reset, 1);
 	assert_int_equal(fstat(fd, &st), 0);
 	assert_int_equal(st.st_size, size_bytes);
 	/* Sparse: far fewer than 1 GiB of blocks (st_blocks is 512 B). */
@@ -233,8 +236,13 @@ static void test_sparse_and_pwrite(void **state)
 	close(fd);
 
 	/* Reopening with a larger size keeps the bytes already written. */
-	fd = store_file_open(s, name, size_bytes + 4096);
+	fd = store_file_open(s, name, size_bytes, &reset);
 	assert_true(fd >= 0);
+	assert_int_equal(reset, 0); /* same size: the bytes can be trusted */
+	close(fd);
+	fd = store_file_open(s, name, size_bytes + 4096, &reset);
+	assert_true(fd >= 0);
+	assert_int_equal(reset, 1); /* resized: they cannot */
 	assert_int_equal(fstat(fd, &st), 0);
 	assert_int_equal(st.st_size, size_bytes + 4096);
 	assert_int_equal(pread(fd, buf, 3, 0), 3);
@@ -247,7 +255,7 @@ static void test_sparse_and_pwrite(void **state)
 	assert_int_equal(store_pwrite_all(-1, "x", 1, 0), -EBADF);
 	assert_int_equal(store_pwrite_all(0, "x", 1, (uint64_t)INT64_MAX),
 			 -EFBIG);
-	assert_int_equal(store_file_open(s, name, UINT64_MAX), -EFBIG);
+	assert_int_equal(store_file_open(s, name, UINT64_MAX, &reset), -EFBIG);
 	store_free(s);
 }
 
@@ -288,13 +296,13 @@ static void test_remove(void **state)
 	struct store *s = NULL;
 	char name[STORE_NAME_LEN + 1];
 	char path[256];
-	int fd;
+	int fd, reset = -1;
 
 	assert_int_equal(store_open(f->root, &s), 0);
 	assert_int_equal(store_name("b", "gone", "\"e\"", name), 0);
 	/* Missing file, and missing subdir: both fine. */
 	assert_int_equal(store_file_remove(s, name), 0);
-	fd = store_file_open(s, name, 3);
+	fd = store_file_open(s, name, 3, &reset);
 	assert_true(fd >= 0);
 	close(fd);
 	snprintf(path, sizeof(path), "%s/data/%.2s/%s", f->root, name, name);
@@ -303,6 +311,57 @@ static void test_remove(void **state)
 	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(store_file_remove(s, name), 0);
 	store_free(s);
+}
+
+static int count_name(void *arg, const char *name)
+{
+	(void)name;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void test_lock_walk_wipe(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL, *t = NULL;
+	char name[STORE_NAME_LEN + 1], path[256];
+	long pid = -1;
+	int fd, reset, n = 0;
+
+	assert_int_equal(store_open(f->root, &s), 0);
+	assert_int_equal(store_lock(s, &pid), 0);
+	/* A second owner is refused and learns who holds it. */
+	assert_int_equal(store_open(f->root, &t), 0);
+	assert_int_equal(store_lock(t, &pid), -EBUSY);
+	assert_int_equal(pid, (long)getpid());
+	for (int i = 0; i < 3; i++) {
+		char key[8];
+
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(store_name("b", key, "\"e\"", name), 0);
+		fd = store_file_open(s, name, 1, &reset);
+		assert_true(fd >= 0);
+		close(fd);
+		assert_int_equal(store_sync_dirs(s, name), 0);
+	}
+	/* Not a data file name: never walked, never wiped. */
+	snprintf(path, sizeof(path), "%s/data/%.2s/stray", f->root, name);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(store_walk(s, count_name, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(store_wipe(s), 0);
+	n = 0;
+	assert_int_equal(store_walk(s, count_name, &n), 0);
+	assert_int_equal(n, 0);
+	store_free(t);
+	store_free(s);
+	/* The lock dies with its store (the daemon's exit). */
+	assert_int_equal(store_open(f->root, &t), 0);
+	assert_int_equal(store_lock(t, &pid), 0);
+	store_free(t);
 }
 
 int main(void)
@@ -319,6 +378,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pwrite_short_write, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_remove, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_walk_wipe, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Capacity: keeps the cache under --cache-size and the cache filesystem's
+ * free space above --cache-min-free by evicting whole objects in least
+ * recently used order (the index's access times, so the order survives
+ * restarts).  Objects open or being fetched are never evicted.
+ *
+ * Watermarks: a pass starts when the cache passes EVICT_HIGH_PERMILLE of
+ * its limit (or free space drops under the minimum) and evicts until it is
+ * under EVICT_LOW_PERMILLE (and free space is back above the minimum plus
+ * a margin), so eviction runs in batches rather than once per part.  A
+ * worker about to fetch a part that would not fit kicks a pass and waits
+ * for it; if the pass frees nothing usable, the part is not cached
+ * (sched.c then serves the reader from the store).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "hoardfs/log.h"
+#include "sched/sched_int.h"
+
+#define EVICT_HIGH_PERMILLE 950	 /* start a pass above 95% of the limit */
+#define EVICT_LOW_PERMILLE  850	 /* and stop it at 85% */
+#define EVICT_PAGE	    64	 /* index rows read per query */
+#define EVICT_IDLE_MS	    1000 /* how often an idle evictor looks */
+#define EVICT_WAIT_MS	    5000 /* how long a worker waits for a pass */
+
+/* Free bytes on the cache filesystem for unprivileged use; UINT64_MAX
+ * when it cannot be read (then only the size limit applies). */
+static uint64_t free_bytes(struct sched *s)
+{
+	struct statvfs st;
+
+	if (statvfs(store_dir(s->store), &st) != 0)
+		return UINT64_MAX;
+	return (uint64_t)st.f_bavail * st.f_frsize;
+}
+
+static uint64_t used_locked(const struct sched *s)
+{
+	return s->cached_bytes + s->inflight_bytes;
+}
+
+/* Whether a pass should start (s->lock held). */
+static int over_high_locked(const struct sched *s, uint64_t free)
+{
+	uint64_t limit = s->cfg.cache_limit_bytes;
+
+	return (limit && used_locked(s) > limit / 1000 * EVICT_HIGH_PERMILLE) ||
+	       free < s->cfg.min_free_bytes;
+}
+
+/* Whether a pass may stop (s->lock held).  The free-space margin is an
+ * eighth of the minimum, at least one part. */
+static int under_low_locked(const struct sched *s, uint64_t free)
+{
+	uint64_t limit = s->cfg.cache_limit_bytes;
+	uint64_t margin = s->cfg.min_free_bytes / 8;
+
+	if (margin < s->cfg.part_size)
+		margin = s->cfg.part_size;
+	if (limit && used_locked(s) > limit / 1000 * EVICT_LOW_PERMILLE)
+		return 0;
+	return !s->cfg.min_free_bytes || free >= s->cfg.min_free_bytes + margin;
+}
+
+/* Evict one object unless it is open or in flight.  Returns 1 when it
+ * was evicted. */
+static int evict_one(struct sched *s, const struct idx_entry *e)
+{
+	char name[STORE_NAME_LEN + 1];
+	int pinned, rc;
+
+	pthread_mutex_lock(&s->version_lock);
+	pthread_mutex_lock(&s->lock);
+	pinned = strcmp(e->bucket, s->bucket) == 0 &&
+		 sched_table_find_locked(s, e->key) != NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (pinned) {
+		pthread_mutex_unlock(&s->version_lock);
+		return 0;
+	}
+	rc = idx_object_remove(s->idx, e->id);
+	if (rc == 0 && store_name(e->bucket, e->key, e->etag, name) == 0)
+		(void)store_file_remove(s->store, name);
+	pthread_mutex_unlock(&s->version_lock);
+	if (rc != 0)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	s->cached_bytes -= e->cached_bytes < s->cached_bytes ? e->cached_bytes
+							     : s->cached_bytes;
+	s->stats.evictions++;
+	s->stats.bytes_evicted += e->cached_bytes;
+	pthread_mutex_unlock(&s->lock);
+	log_debug("evicted s3://%s/%s (%llu bytes)", e->bucket, e->key,
+		  (unsigned long long)e->cached_bytes);
+	return 1;
+}
+
+/* One pass: evict in LRU order until under the low watermark or out of
+ * candidates.  Runs without s->lock. */
+static void evict_pass(struct sched *s)
+{
+	struct idx_entry v[EVICT_PAGE];
+	int64_t at = INT64_MIN, id = 0;
+	unsigned evicted = 0;
+	uint64_t bytes = 0;
+	int done = 0;
+
+	while (!done && !atomic_load(&s->stopping)) {
+		size_t n = 0;
+
+		if (idx_page_lru(s->idx, at, id, EVICT_PAGE, v, &n) != 0 ||
+		    n == 0)
+			break;
+		at = v[n - 1].atime_sec;
+		id = v[n - 1].id;
+		for (size_t i = 0; i < n && !done; i++) {
+			uint64_t free = free_bytes(s);
+
+			pthread_mutex_lock(&s->lock);
+			done = under_low_locked(s, free);
+			pthread_mutex_unlock(&s->lock);
+			if (!done && evict_one(s, &v[i])) {
+				evicted++;
+				bytes += v[i].cached_bytes;
+			}
+		}
+		idx_entries_clear(v, n);
+	}
+	if (evicted)
+		log_info("eviction: %u objects, %llu bytes", evicted,
+			 (unsigned long long)bytes);
+}
+
+static void deadline_after(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+void *sched_evict_main(void *arg)
+{
+	struct sched *s = arg;
+	struct timespec ts;
+
+	if (!s->cfg.cache_limit_bytes && !s->cfg.min_free_bytes)
+		return NULL; /* nothing to keep: never evict */
+	pthread_mutex_lock(&s->lock);
+	while (!atomic_load(&s->stopping)) {
+		uint64_t free;
+		int go;
+
+		if (!s->evict_wanted) {
+			deadline_after(&ts, EVICT_IDLE_MS);
+			pthread_cond_timedwait(&s->evict_cond, &s->lock, &ts);
+		}
+		if (atomic_load(&s->stopping))
+			break;
+		pthread_mutex_unlock(&s->lock);
+		free = free_bytes(s);
+		pthread_mutex_lock(&s->lock);
+		go = s->evict_wanted || over_high_locked(s, free);
+		s->evict_wanted = 0;
+		if (!go)
+			continue;
+		pthread_mutex_unlock(&s->lock);
+		evict_pass(s);
+		pthread_mutex_lock(&s->lock);
+		s->evict_passes++;
+		pthread_cond_broadcast(&s->space_cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+void sched_evict_kick_locked(struct sched *s)
+{
+	s->evict_wanted = 1;
+	pthread_cond_signal(&s->evict_cond);
+}
+
+/* Whether @bytes more would break a limit (s->lock held; drops it for the
+ * statvfs). */
+static int too_full_locked(struct sched *s, uint64_t bytes)
+{
+	uint64_t limit = s->cfg.cache_limit_bytes, free;
+
+	if (limit && used_locked(s) + bytes > limit)
+		return 1;
+	if (!s->cfg.min_free_bytes)
+		return 0;
+	pthread_mutex_unlock(&s->lock);
+	free = free_bytes(s);
+	pthread_mutex_lock(&s->lock);
+	return free < s->cfg.min_free_bytes + bytes;
+}
+
+int sched_space_reserve_locked(struct sched *s, uint64_t bytes)
+{
+	struct timespec ts;
+	unsigned pass;
+
+	if (!too_full_locked(s, bytes))
+		return 0;
+	if (!s->evictor_started || atomic_load(&s->stopping))
+		return -ENOSPC;
+	pass = s->evict_passes;
+	sched_evict_kick_locked(s);
+	deadline_after(&ts, EVICT_WAIT_MS);
+	while (s->evict_passes == pass && !atomic_load(&s->stopping))
+		if (pthread_cond_timedwait(&s->space_cond, &s->lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	return too_full_locked(s, bytes) ? -ENOSPC : 0;
+}
