@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define STORE_NAME_LEN 64 /* hex digits of the data file's name */
 
@@ -82,12 +83,14 @@ int store_lock(struct store *s, long *holder_pid)
 int store_wipe(struct store *s);
 
 /*
- * store_walk - call @fn(@arg, name) for every data file name in the store,
- * in no particular order.  Stops and returns the first nonzero value @fn
- * returns; else 0, or -errno when a directory cannot be read.  Files whose
- * names are not valid data file names are skipped.  Blocks on the disk.
+ * store_walk - call @fn(@arg, name, st) for every data file in the store,
+ * with its lstat(2), in no particular order.  Stops and returns the first
+ * nonzero value @fn returns; else 0, or -errno when a directory cannot be
+ * read.  Files whose names are not valid data file names are skipped.
+ * Blocks on the disk.
  */
-int store_walk(struct store *s, int (*fn)(void *arg, const char *name),
+int store_walk(struct store *s,
+	       int (*fn)(void *arg, const char *name, const struct stat *st),
 	       void *arg);
 
 /*

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
@@ -164,6 +165,31 @@ static int setup_client(struct daemon *d)
 	return rc == 0 ? 0 : probe_failed(d, rc, &err);
 }
 
+/*
+ * The index cannot be read: keep it aside for a post-mortem and start an
+ * empty one.  The data files it described become orphans, which the
+ * scheduler's janitor removes in the background; nothing wrong is served,
+ * since an empty index claims no bytes.
+ */
+static int replace_index(struct daemon *d)
+{
+	static const char *const side[] = { "-wal", "-shm" };
+	char aside[PATH_MAX], path[PATH_MAX];
+
+	snprintf(aside, sizeof(aside), "%s.corrupt-%lld", d->db_path,
+		 (long long)time(NULL));
+	if (rename(d->db_path, aside) != 0)
+		return -errno;
+	for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", d->db_path, side[i]);
+		(void)unlink(path);
+	}
+	log_warn("cache index %s is corrupt: moved to %s, starting an empty "
+		 "index (cached data will be fetched again)",
+		 d->db_path, aside);
+	return idx_open(d->db_path, &d->idx);
+}
+
 static int setup_cache(struct daemon *d)
 {
 	uint64_t fs_bytes = 0;
@@ -208,6 +234,8 @@ static int setup_cache(struct daemon *d)
 		return CLI_EXIT_RUNTIME;
 	}
 	rc = idx_open(d->db_path, &d->idx);
+	if (rc == -EIO)
+		rc = replace_index(d);
 	if (rc != 0)
 		fprintf(stderr, "hoardfs: cache index %s: %s\n", d->db_path,
 			strerror(-rc));

@@ -529,6 +529,9 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	if (rc == 0)
 		rc = start_thread(&s->verifier, &s->verifier_started,
 				  sched_verify_main, s);
+	if (rc == 0)
+		rc = start_thread(&s->janitor, &s->janitor_started,
+				  sched_janitor_main, s);
 	for (; rc == 0 && s->nworkers < cfg->workers; s->nworkers++) {
 		rc = -pthread_create(&s->workers[s->nworkers], NULL,
 				     worker_main, s);
@@ -564,6 +567,8 @@ void sched_free(struct sched *s)
 		pthread_join(s->verifier, NULL);
 	if (s->evictor_started)
 		pthread_join(s->evictor, NULL);
+	if (s->janitor_started)
+		pthread_join(s->janitor, NULL);
 	/* Workers are gone: empty the queues, then let the committer drain
 	 * what they finished. */
 	pthread_mutex_lock(&s->lock);

@@ -105,8 +105,9 @@ struct sched {
 	atomic_int stopping;	      /* set once by sched_free() */
 	pthread_t *workers;	      /* cfg.workers threads */
 	unsigned nworkers;	      /* started */
-	pthread_t committer, evictor, verifier; /* service threads */
+	pthread_t committer, evictor, verifier, janitor; /* service threads */
 	int committer_started, evictor_started, verifier_started;
+	int janitor_started;
 	struct sched_stats stats; /* lock */
 };
 
@@ -130,6 +131,9 @@ void sched_obj_drop_parts_locked(struct sched_obj *o, int requeue);
 void *sched_evict_main(void *arg);
 int sched_space_reserve_locked(struct sched *s, uint64_t bytes);
 void sched_evict_kick_locked(struct sched *s);
+
+/* janitor.c: the one-shot sweep of orphaned data files. */
+void *sched_janitor_main(void *arg);
 
 /* verify.c: the MD5 thread, and queueing an object that just filled. */
 void *sched_verify_main(void *arg);

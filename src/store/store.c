@@ -453,7 +453,9 @@ int store_lock(struct store *s, long *holder_pid)
 
 /* Call @fn for each valid data file name in data/<sub>. */
 static int store_walk_sub(struct store *s, const char *sub,
-			  int (*fn)(void *arg, const char *name), void *arg)
+			  int (*fn)(void *arg, const char *name,
+				    const struct stat *st),
+			  void *arg)
 {
 	struct dirent *e;
 	DIR *d;
@@ -469,15 +471,20 @@ static int store_walk_sub(struct store *s, const char *sub,
 		return rc;
 	}
 	while (rc == 0 && (e = readdir(d)) != NULL) {
-		if (store_name_ok(e->d_name) &&
-		    strncmp(e->d_name, sub, STORE_FANOUT) == 0)
-			rc = fn(arg, e->d_name);
+		struct stat st;
+
+		if (!store_name_ok(e->d_name) ||
+		    strncmp(e->d_name, sub, STORE_FANOUT) != 0 ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		rc = fn(arg, e->d_name, &st);
 	}
 	closedir(d);
 	return rc;
 }
 
-int store_walk(struct store *s, int (*fn)(void *arg, const char *name),
+int store_walk(struct store *s,
+	       int (*fn)(void *arg, const char *name, const struct stat *st),
 	       void *arg)
 {
 	struct dirent *e;
@@ -503,8 +510,9 @@ int store_walk(struct store *s, int (*fn)(void *arg, const char *name),
 	return rc;
 }
 
-static int store_wipe_one(void *arg, const char *name)
+static int store_wipe_one(void *arg, const char *name, const struct stat *st)
 {
+	(void)st;
 	int rc = store_file_remove(arg, name);
 
 	return rc == -ENOENT ? 0 : rc;

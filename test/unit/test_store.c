@@ -313,9 +313,10 @@ static void test_remove(void **state)
 	store_free(s);
 }
 
-static int count_name(void *arg, const char *name)
+static int count_name(void *arg, const char *name, const struct stat *st)
 {
 	(void)name;
+	assert_true(S_ISREG(st->st_mode));
 	(*(int *)arg)++;
 	return 0;
 }

@@ -1,0 +1,341 @@
+# SPDX-License-Identifier: MIT
+"""The cache engine through real mounts: versions validated by ETag, crash
+safety, bounded size, single-flight fetches under crowds, integrity checks,
+and one daemon per cache dir."""
+import errno
+import hashlib
+import os
+import random
+import sqlite3
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import HOARDFS, clean_env, is_mounted
+
+MiB = 1024 * 1024
+
+
+def rnd(n, seed):
+    return random.Random(seed).randbytes(n)
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def gets_for(s3, key):
+    return [r for r in s3.stats()["requests"]
+            if r["op"] == "GET" and r["key"] == key]
+
+
+def data_files(cache):
+    out = []
+    for d, _, names in os.walk(os.path.join(cache, "data")):
+        out += [os.path.join(d, n) for n in names]
+    return out
+
+
+def test_etag_change_same_size_b15(s3, bucket, mount_factory):
+    s3.put(bucket, "t", b"foo0001\n")
+    with mount_factory(bucket, args=["--metadata-ttl", "1"]) as m:
+        p = os.path.join(m.path, "t")
+        assert read_all(p) == b"foo0001\n"
+        for i in range(2, 5):
+            s3.put(bucket, "t", b"foo%04d\n" % i)  # same size, new ETag
+            time.sleep(1.3)
+            assert read_all(p) == b"foo%04d\n" % i
+        # the old versions' data files are gone; only the latest remains
+        assert len(data_files(m.cache_dir)) == 1
+
+
+def test_rewrite_while_metadata_cached_b17(s3, bucket, mount_factory):
+    s3.put(bucket, "dir/file", b"0123456789")
+    s3.put(bucket, "dir/gone", b"abcdefghij")
+    with mount_factory(bucket, args=["--metadata-ttl", "2"]) as m:
+        f = os.path.join(m.path, "dir/file")
+        g = os.path.join(m.path, "dir/gone")
+        assert os.stat(f).st_size == 10 and os.stat(g).st_size == 10
+        s3.put(bucket, "dir/file", rnd(100, 1))  # case B: rewritten
+        s3.delete(bucket, "dir/gone")             # case A: deleted
+        # Within the TTL: never a short or empty read passed off as data.
+        with pytest.raises(OSError) as e:
+            read_all(f)
+        assert e.value.errno in (errno.ESTALE, errno.EIO)
+        with pytest.raises(OSError) as e:
+            read_all(g)
+        assert e.value.errno in (errno.ENOENT, errno.ESTALE)
+        time.sleep(2.2)
+        # After the TTL the tree and the bytes reflect the change.
+        assert os.stat(f).st_size == 100
+        assert read_all(f) == rnd(100, 1)
+        assert not os.path.exists(g)
+
+
+def test_open_handle_keeps_its_version(s3, bucket, mount_factory):
+    old = rnd(3 * 65536, 2)
+    s3.put(bucket, "v", old)
+    with mount_factory(bucket, args=["--metadata-ttl", "1",
+                                     "--part-size", "65536"]) as m:
+        p = os.path.join(m.path, "v")
+        with open(p, "rb") as fh:
+            assert fh.read() == old  # whole old version cached
+            s3.put(bucket, "v", rnd(3 * 65536, 3))
+            time.sleep(1.3)
+            fh.seek(0)
+            assert fh.read() == old  # the handle still reads its version
+        assert read_all(p) == rnd(3 * 65536, 3)  # a new open: new version
+
+
+def test_kill9_mid_fetch_then_identical_b26(s3, bucket, mount_factory,
+                                            tmp_path):
+    size = 24 * MiB
+    data = rnd(size, 26)
+    s3.put(bucket, "g", data)
+    cache = tmp_path / "cache"
+    s3.faults({"bandwidth_bps": 8 * MiB})  # about 3 s for the object
+    m = mount_factory(bucket, cache_dir=cache, name="m1",
+                      args=["--part-size", str(MiB), "--parallel", "4"])
+    m.start()
+    reader = subprocess.Popen(["cat", os.path.join(m.path, "g")],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    time.sleep(1.2)
+    m.kill()  # SIGKILL in the middle of the fetch
+    reader.wait(10)
+    s3.faults({})
+    s3.reset()
+    with mount_factory(bucket, cache_dir=cache, name="m2",
+                       args=["--part-size", str(MiB)]) as m2:
+        assert sha(read_all(os.path.join(m2.path, "g"))) == sha(data)
+    # Parts recorded before the crash were reused, not fetched again.
+    assert len(gets_for(s3, "g")) < size // MiB
+
+
+def test_damaged_data_files_are_refetched(s3, bucket, mount_factory,
+                                          tmp_path):
+    objs = {"a": rnd(3 * MiB, 1), "b": rnd(3 * MiB, 2)}
+    for k, v in objs.items():
+        s3.put(bucket, k, v)
+    cache = str(tmp_path / "cache")
+    with mount_factory(bucket, cache_dir=cache, name="m1") as m:
+        for k, v in objs.items():
+            assert read_all(os.path.join(m.path, k)) == v
+        time.sleep(0.5)  # let the last group commit land
+    files = sorted(data_files(cache))
+    assert len(files) == 2
+    os.unlink(files[0])                  # one data file missing
+    os.truncate(files[1], MiB)           # the other cut short
+    s3.reset()
+    with mount_factory(bucket, cache_dir=cache, name="m2") as m:
+        for k, v in objs.items():
+            assert read_all(os.path.join(m.path, k)) == v
+    assert s3.stats()["GET"] >= 2
+    assert "data file missing or resized" in m.logs()
+
+
+def test_corrupt_index_is_replaced(s3, bucket, mount_factory, tmp_path):
+    s3.put(bucket, "x", rnd(MiB, 4))
+    cache = str(tmp_path / "cache")
+    with mount_factory(bucket, cache_dir=cache, name="m1") as m:
+        assert read_all(os.path.join(m.path, "x")) == rnd(MiB, 4)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(cache + "/index.db" + suffix):
+            os.unlink(cache + "/index.db" + suffix)
+    with open(cache + "/index.db", "r+b") as f:
+        f.write(b"this is not a SQLite database at all" * 100)
+    with mount_factory(bucket, cache_dir=cache, name="m2") as m:
+        assert read_all(os.path.join(m.path, "x")) == rnd(MiB, 4)
+    assert "corrupt" in m.logs()
+    assert any(n.startswith("index.db.corrupt") for n in os.listdir(cache))
+
+
+def test_cache_size_limit_b24(s3, bucket, mount_factory, tmp_path):
+    objs = {"s/f%03d" % i: rnd(MiB, i) for i in range(40)}
+    for k, v in objs.items():
+        s3.put(bucket, k, v)
+    limit = 12 * MiB
+    peak = [0]
+    stop = threading.Event()
+    with mount_factory(bucket, args=["--cache-size", str(limit),
+                                     "--part-size", str(MiB)]) as m:
+        def sample():
+            while not stop.is_set():
+                used = sum(os.stat(f).st_blocks * 512
+                           for f in data_files(m.cache_dir)
+                           if os.path.exists(f))
+                peak[0] = max(peak[0], used)
+                time.sleep(0.02)
+        t = threading.Thread(target=sample)
+        t.start()
+        try:
+            for k, v in sorted(objs.items()):
+                assert read_all(os.path.join(m.path, k)) == v
+            for k, v in sorted(objs.items()):  # again, after evictions
+                assert read_all(os.path.join(m.path, k)) == v
+        finally:
+            stop.set()
+            t.join()
+    print("peak cache bytes %d against a limit of %d" % (peak[0], limit))
+    # st_blocks counts whole filesystem blocks: allow one per file.
+    assert 0 < peak[0] <= limit + 40 * 4096, peak[0]
+    assert "eviction:" in m.logs()
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A 6 MiB tmpfs to play a cache disk that fills up."""
+    path = tmp_path / "tiny"
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs",
+                    str(path)], check=True)
+    yield path
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_full_cache_disk_never_fails_reads_b24(s3, bucket, mount_factory,
+                                               tiny_fs):
+    objs = {"f%02d" % i: rnd(MiB, 100 + i) for i in range(12)}
+    for k, v in objs.items():
+        s3.put(bucket, k, v)
+    with open(tiny_fs / "junk", "wb") as f:  # leave about 2 MiB free
+        f.write(b"\0" * 4 * MiB)
+    with mount_factory(bucket, cache_dir=tiny_fs / "cache",
+                       args=["--cache-min-free", "0",
+                             "--part-size", str(MiB)]) as m:
+        for k, v in sorted(objs.items()):
+            assert read_all(os.path.join(m.path, k)) == v
+        for k, v in sorted(objs.items()):
+            assert read_all(os.path.join(m.path, k)) == v
+
+
+def test_concurrent_readers_share_each_part(s3, bucket, mount_factory):
+    size = 16 * MiB
+    data = rnd(size, 8)
+    s3.put(bucket, "big", data)
+    s3.reset()
+    results = []
+    with mount_factory(bucket, args=["--part-size", str(MiB)]) as m:
+        barrier = threading.Barrier(8)
+
+        def reader():
+            barrier.wait()
+            results.append(sha(read_all(os.path.join(m.path, "big"))))
+        threads = [threading.Thread(target=reader) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert results == [sha(data)] * 8
+    ranges = [r["range"] for r in gets_for(s3, "big")]
+    assert len(ranges) == size // MiB == len(set(ranges))
+
+
+def test_md5_mismatch_is_detected(s3, bucket, mount_factory):
+    good = rnd(2 * MiB, 9)
+    s3.put(bucket, "m", good)
+    # Change the bytes on the server's disk but keep size and mtime, so
+    # the server still announces the old MD5 ETag: a store serving bytes
+    # that disagree with their ETag.
+    path = os.path.join(s3.root, bucket, "m")
+    st = os.stat(path)
+    bad = bytearray(good)
+    bad[12345] ^= 0xFF
+    with open(path, "r+b") as f:
+        f.write(bad)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with mount_factory(bucket) as m:
+        p = os.path.join(m.path, "m")
+        read_all(p)
+        deadline = time.monotonic() + 10
+        while "after a second fetch" not in m.logs():
+            assert time.monotonic() < deadline, m.logs()
+            time.sleep(0.1)
+        assert "does not match its MD5" in m.logs()
+        # Not cached: a later open fetches from the store again.
+        assert os.getxattr(p, "user.hoardfs.cached_bytes") == b"0"
+
+
+def test_second_daemon_on_cache_dir_refused(s3, bucket, mount_factory,
+                                            tmp_path):
+    s3.put(bucket, "f", b"1")
+    cache = tmp_path / "cache"
+    with mount_factory(bucket, cache_dir=cache, name="m1"):
+        mnt2 = tmp_path / "m2"
+        mnt2.mkdir()
+        env = clean_env({"AWS_ACCESS_KEY_ID": s3.access_key,
+                         "AWS_SECRET_ACCESS_KEY": s3.secret_key})
+        r = subprocess.run([HOARDFS, "--endpoint", s3.endpoint,
+                            "--path-style", "--cache-dir", str(cache),
+                            "s3://" + bucket, str(mnt2)], env=env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1
+        assert "in use by another hoardfs" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert not is_mounted(str(mnt2))
+
+
+def test_ephemeral_empties_cache(s3, bucket, mount_factory, tmp_path):
+    s3.put(bucket, "f", rnd(MiB, 5))
+    cache = tmp_path / "cache"
+    with mount_factory(bucket, cache_dir=cache, args=["--ephemeral"]) as m:
+        assert read_all(os.path.join(m.path, "f")) == rnd(MiB, 5)
+        assert data_files(str(cache))
+    assert data_files(str(cache)) == []
+    assert not os.path.exists(cache / "index.db")
+
+
+def test_mount_time_with_100k_cached_objects(s3, bucket, mount_factory,
+                                             tmp_path):
+    cache = tmp_path / "cache"
+    s3.put(bucket, "f", b"x")
+    with mount_factory(bucket, cache_dir=cache, name="m1") as m:
+        read_all(os.path.join(m.path, "f"))
+    db = sqlite3.connect(str(cache / "index.db"))
+    with db:
+        db.executemany(
+            "INSERT INTO objects(bucket, key, etag, size, mtime, atime)"
+            " VALUES (?, ?, ?, 1000, 0, ?)",
+            (("other", b"k/%06d" % i, '"%032x"' % i, i)
+             for i in range(100000)))
+        db.execute(
+            "INSERT INTO extents(object_id, off, end)"
+            " SELECT id, 0, 1000 FROM objects WHERE bucket = 'other'")
+    db.close()
+    t0 = time.monotonic()
+    m2 = mount_factory(bucket, cache_dir=cache, name="m2").start()
+    elapsed = time.monotonic() - t0
+    assert read_all(os.path.join(m2.path, "f")) == b"x"
+    m2.stop()
+    print("mount time with 100,000 cached objects: %.3f s" % elapsed)
+    assert elapsed < 2.0
+
+
+def test_janitor_removes_orphaned_data_files(s3, bucket, mount_factory,
+                                             tmp_path):
+    s3.put(bucket, "keep", rnd(MiB, 6))
+    cache = tmp_path / "cache"
+    with mount_factory(bucket, cache_dir=cache, name="m1") as m:
+        assert read_all(os.path.join(m.path, "keep")) == rnd(MiB, 6)
+    orphan = cache / "data" / "ab" / ("ab" + "0" * 62)
+    orphan.parent.mkdir(exist_ok=True)
+    orphan.write_bytes(b"stale bytes of a forgotten object")
+    os.utime(orphan, (time.time() - 3600,) * 2)
+    kept = data_files(str(cache))
+    with mount_factory(bucket, cache_dir=cache, name="m2") as m:
+        deadline = time.monotonic() + 10
+        while orphan.exists():
+            assert time.monotonic() < deadline, m.logs()
+            time.sleep(0.05)
+        assert "removed 1 orphaned data files" in m.logs()
+        s3.reset()
+        assert read_all(os.path.join(m.path, "keep")) == rnd(MiB, 6)
+        assert s3.stats()["GET"] == 0
+    assert set(kept) - {str(orphan)} <= set(data_files(str(cache)))
