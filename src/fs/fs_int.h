@@ -49,6 +49,8 @@ struct fs_inode {
 	int is_dir;	/* directory or file */
 	uint64_t size;	/* fs->lock: object size in bytes */
 	int64_t mtime_sec; /* fs->lock: Last-Modified */
+	int64_t listed_ms; /* fs->lock: util_mono_ms() of the listing (or
+			    * HEAD) the attributes came from */
 	char *etag;	   /* fs->lock: current ETag, owned; NULL for dirs */
 	char *opened_etag; /* fs->lock: ETag at the last open, for keep_cache */
 	uint64_t nlookup;  /* fs->lock: the kernel's lookup count */
@@ -92,10 +94,20 @@ const struct fs_child *fs_listing_find(const struct fs_listing *l,
 /*
  * fs_inode_ref - the inode of child @c of directory @dir, created if it is
  * new, with its attributes refreshed from @c and its lookup count raised
- * by one.  Returns NULL when out of memory.
+ * by one; @l is the listing @c belongs to.  Returns NULL when out of
+ * memory.
  */
 struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
+			      const struct fs_listing *l,
 			      const struct fs_child *c);
+
+/*
+ * fs_inode_revalidate - when the attributes of file @ino are older than
+ * the metadata TTL, HEAD the object and take its current ETag, size and
+ * mtime.  Returns 0 (also when fresh, or when the store cannot be reached:
+ * the cached version is then used), or -ENOENT when the object is gone.
+ */
+int fs_inode_revalidate(struct fs *fs, struct fs_inode *ino);
 
 /* fs_inode_forget - lower the lookup count by @n; frees at zero. */
 void fs_inode_forget(struct fs *fs, fuse_ino_t ino, uint64_t n);

@@ -315,6 +315,7 @@ static char *child_key(const struct fs_inode *dir, const struct fs_child *c)
 }
 
 struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
+			      const struct fs_listing *l,
 			      const struct fs_child *c)
 {
 	char *key = child_key(dir, c), *etag = NULL;
@@ -349,6 +350,7 @@ struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
 	}
 	ino->size = c->size;
 	ino->mtime_sec = c->mtime_sec;
+	ino->listed_ms = l->fetched_ms;
 	free(ino->etag);
 	ino->etag = etag;
 	ino->nlookup++;
@@ -454,4 +456,39 @@ void fs_free(struct fs *fs)
 	free((char *)fs->cfg.bucket);
 	free((char *)fs->cfg.prefix);
 	free(fs);
+}
+
+int fs_inode_revalidate(struct fs *fs, struct fs_inode *ino)
+{
+	struct client_object_meta meta;
+	int64_t now = util_mono_ms();
+	char *etag;
+	int rc;
+
+	pthread_mutex_lock(&fs->lock);
+	rc = fs->cfg.metadata_ttl_sec < 0 ||
+	     now - ino->listed_ms < fs->cfg.metadata_ttl_sec * 1000;
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		return 0;
+	rc = client_head(fs->client, ino->key, &meta, NULL);
+	if (rc == -ENOENT)
+		return rc;
+	if (rc != 0) {
+		log_warn("s3://%s/%s: cannot revalidate (%s); using the "
+			 "version listed last",
+			 fs->cfg.bucket, ino->key, strerror(-rc));
+		return 0;
+	}
+	etag = strdup(meta.etag);
+	if (!etag)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	free(ino->etag);
+	ino->etag = etag;
+	ino->size = meta.size;
+	ino->mtime_sec = meta.mtime_sec;
+	ino->listed_ms = now;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
 }

@@ -104,7 +104,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	ino = fs_inode_ref(fs, dir, c);
+	ino = fs_inode_ref(fs, dir, l, c);
 	fs_listing_put(fs, l);
 	if (!ino) {
 		fuse_reply_err(req, ENOMEM);
@@ -212,7 +212,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino_nr, size_t size,
 		if (need > size - used)
 			break;
 		if (c) {
-			ino = fs_inode_ref(fs, dir, c);
+			ino = fs_inode_ref(fs, dir, l, c);
 			if (!ino)
 				break;
 			fill_entry(fs, ino, &e);
@@ -260,6 +260,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino_nr,
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	/* Past the TTL, check the version before serving cached bytes. */
+	rc = fs_inode_revalidate(fs, ino);
+	if (rc != 0) {
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
