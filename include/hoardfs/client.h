@@ -117,6 +117,31 @@ void client_free(struct client *c);
 /* client_bucket - the bucket name; owned by @c. */
 const char *client_bucket(const struct client *c);
 
+/* Kinds of request, as indexes into struct client_op_stats. */
+enum client_op_kind {
+	CLIENT_KIND_HEAD = 0,
+	CLIENT_KIND_GET,
+	CLIENT_KIND_LIST,
+	CLIENT_KIND_COUNT,
+};
+
+/*
+ * Requests by kind since client_new(), for status output and metrics.
+ * Counters only grow.  attempts counts every HTTP exchange started, first
+ * tries and retries alike: what the store sees (and bills).
+ */
+struct client_op_stats {
+	uint64_t attempts[CLIENT_KIND_COUNT]; /* HTTP exchanges started */
+	uint64_t retries[CLIENT_KIND_COUNT];  /* attempts after a failed one */
+	uint64_t failed[CLIENT_KIND_COUNT];   /* requests that failed for good,
+					       * 404 on HEAD included */
+	uint64_t get_bytes; /* GET body bytes delivered to callers */
+};
+
+/* client_op_stats_get - a snapshot of @c's request counters into *@out.
+ * Thread-safe and lock-free (each counter is read atomically). */
+void client_op_stats_get(struct client *c, struct client_op_stats *out);
+
 /*
  * client_head - HEAD @key.
  * Returns 0 and fills *@meta, or: -ENOENT (404), -EACCES (403),

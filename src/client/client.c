@@ -100,6 +100,7 @@ struct client {
 	unsigned n_idle;       /* handles in idle[] */
 	unsigned n_created;    /* handles that exist, idle or busy */
 	unsigned max;	       /* max_connections */
+	struct client_op_stats ops; /* request counters, updated atomically */
 };
 
 enum client_op {
@@ -109,6 +110,12 @@ enum client_op {
 };
 
 static const char *const client_op_names[] = {"HEAD", "GET", "LIST"};
+
+/* enum client_op indexes struct client_op_stats as enum client_op_kind. */
+_Static_assert(CLIENT_OP_HEAD == (int)CLIENT_KIND_HEAD &&
+		       CLIENT_OP_GET == (int)CLIENT_KIND_GET &&
+		       CLIENT_OP_LIST == (int)CLIENT_KIND_LIST,
+	       "client_op and client_op_kind disagree");
 
 /* One logical request (all its attempts), and the current attempt. */
 struct client_req {
@@ -865,6 +872,31 @@ static uint64_t req_wait_ms(struct client *c, const struct client_req *rq,
 	return (uint64_t)sec * 1000;
 }
 
+/* Count the outcome of @rq after @retries retries (no lock: atomics). */
+static void client_count(struct client *c, const struct client_req *rq,
+			 int rc, unsigned retries)
+{
+	__atomic_add_fetch(&c->ops.retries[rq->op], retries, __ATOMIC_RELAXED);
+	if (rc)
+		__atomic_add_fetch(&c->ops.failed[rq->op], 1, __ATOMIC_RELAXED);
+	if (rq->op == CLIENT_OP_GET)
+		__atomic_add_fetch(&c->ops.get_bytes, rq->done,
+				   __ATOMIC_RELAXED);
+}
+
+void client_op_stats_get(struct client *c, struct client_op_stats *out)
+{
+	for (int k = 0; k < CLIENT_KIND_COUNT; k++) {
+		out->attempts[k] =
+			__atomic_load_n(&c->ops.attempts[k], __ATOMIC_RELAXED);
+		out->retries[k] =
+			__atomic_load_n(&c->ops.retries[k], __ATOMIC_RELAXED);
+		out->failed[k] =
+			__atomic_load_n(&c->ops.failed[k], __ATOMIC_RELAXED);
+	}
+	out->get_bytes = __atomic_load_n(&c->ops.get_bytes, __ATOMIC_RELAXED);
+}
+
 /*
  * Run @rq with retries on a pooled handle.  The handle stays borrowed
  * during backoff sleeps, so retries count against max_connections.
@@ -889,6 +921,7 @@ static int req_run(struct client *c, struct client_req *rq,
 		rc = req_attempt(c, h, rq, &crc);
 		if (rc)
 			break;
+		__atomic_add_fetch(&c->ops.attempts[rq->op], 1, __ATOMIC_RELAXED);
 		rc = req_outcome(rq, crc, &retry, &err);
 		if (rc == 0 || !retry || attempt >= c->max_retries)
 			break;
@@ -903,6 +936,7 @@ static int req_run(struct client *c, struct client_req *rq,
 	}
 	pool_put(c, h);
 out:
+	client_count(c, rq, rc, attempt);
 	if (rc) {
 		if (!err.message[0] && rc == -ENOMEM)
 			snprintf(err.message, sizeof(err.message),
@@ -1072,10 +1106,14 @@ int client_list(struct client *c, const char *prefix, const char *delimiter,
 		rc = -EIO; /* no progress: never loop on the same page */
 	if (rc) {
 		client_list_page_clear(page);
-		log_error(
-			"LIST s3://%s/%s: unusable listing (%s) request-id=%s",
-			c->bucket, rq.key, strerror(-rc),
-			rq.resp.request_id[0] ? rq.resp.request_id : "-");
+		__atomic_add_fetch(&c->ops.failed[CLIENT_OP_LIST], 1,
+				   __ATOMIC_RELAXED);
+		/* The same fields, in the same order, as req_log_failure(). */
+		log_error("LIST s3://%s/%s: %ld - request-id=%s: malformed or "
+			  "unusable listing (%s)",
+			  c->bucket, rq.key, rq.resp.status,
+			  rq.resp.request_id[0] ? rq.resp.request_id : "-",
+			  strerror(-rc));
 		if (err) {
 			err->http_status = rq.resp.status;
 			snprintf(err->request_id, sizeof(err->request_id), "%s",

@@ -742,6 +742,52 @@ static void test_list(void **state)
 	client_free(c);
 }
 
+/* Requests by kind: attempts as the store sees them, retries, failures
+ * (an unusable listing included) and GET bytes. */
+static void test_op_stats(void **state)
+{
+	static const struct mock_resp r[] = {
+		{200, ETAG_HDR, "", 5, 0},
+		{404, "", "", -1, 0},
+		{503, "Retry-After: 0\r\n", "", -1, 0},
+		{206, ETAG_HDR "Content-Range: bytes 0-9/36\r\n", "0123456789",
+		 -1, 0},
+		{200, "", "<ListBucketResult><IsTruncated>false</IsTruncated>"
+			  "</ListBucketResult>",
+		 -1, 0},
+		{200, "", "<ListBucketResult><IsTruncated>", -1, 0},
+	};
+	struct client_object_meta meta;
+	struct client_list_page page;
+	struct client_op_stats st;
+	struct client *c = mock_client(CLIENT_SIG_V4, 2, 1);
+	struct sink s = {0};
+
+	(void)state;
+	mock_script(r, 6);
+	client_op_stats_get(c, &st);
+	assert_int_equal(st.attempts[CLIENT_KIND_GET], 0);
+	assert_int_equal(client_head(c, "a", &meta, NULL), 0);
+	assert_int_equal(client_head(c, "b", &meta, NULL), -ENOENT);
+	assert_int_equal(
+		client_get(c, "obj", 0, 10, NULL, sink_fn, &s, NULL, NULL), 0);
+	assert_int_equal(client_list(c, "", "/", NULL, 0, &page, NULL), 0);
+	client_list_page_clear(&page);
+	assert_int_equal(client_list(c, "", "/", NULL, 0, &page, NULL), -EIO);
+	client_op_stats_get(c, &st);
+	assert_int_equal(st.attempts[CLIENT_KIND_HEAD], 2);
+	assert_int_equal(st.failed[CLIENT_KIND_HEAD], 1);
+	assert_int_equal(st.retries[CLIENT_KIND_HEAD], 0);
+	assert_int_equal(st.attempts[CLIENT_KIND_GET], 2); /* as the store saw */
+	assert_int_equal(st.retries[CLIENT_KIND_GET], 1);
+	assert_int_equal(st.failed[CLIENT_KIND_GET], 0);
+	assert_int_equal(st.get_bytes, 10);
+	assert_int_equal(st.attempts[CLIENT_KIND_LIST], 2);
+	assert_int_equal(st.failed[CLIENT_KIND_LIST], 1);
+	assert_int_equal(mock.n_reqs, 6);
+	client_free(c);
+}
+
 static void test_list_v2_and_obs(void **state)
 {
 	static const struct mock_resp r[] = {
@@ -964,6 +1010,7 @@ int main(void)
 		cmocka_unit_test(test_get_resume),
 		cmocka_unit_test(test_get_failures),
 		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_op_stats),
 		cmocka_unit_test(test_list_v2_and_obs),
 		cmocka_unit_test(test_virtual_hosted),
 		cmocka_unit_test(test_pool_threads),
