@@ -113,6 +113,21 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 ssize_t sched_obj_read_direct(struct sched_obj *o, uint64_t off, size_t len,
 			      void *buf) __attribute__((warn_unused_result));
 
+/*
+ * sched_obj_wait_complete - block until every part of the object is in its
+ * data file (hoardfs warm).  Parts not yet on disk are left to read-ahead,
+ * which runs after every part a reader waits for, so warming never
+ * delays a reader; only parts that read-ahead skipped or that failed
+ * before are demanded.  Single flight with readers: a part being fetched
+ * for anyone is waited for, not fetched again.  Returns 0 (at once when
+ * the object is complete), the errno of a failed part as sched_obj_wait()
+ * does (-EIO, -ESTALE, -ENOENT, -EACCES, -ECANCELED at shutdown), or
+ * -ENOSPC when the cache cannot hold the object now.  Blocks on the
+ * network; does not count as bytes served.
+ */
+int sched_obj_wait_complete(struct sched_obj *o)
+	__attribute__((warn_unused_result));
+
 /* sched_obj_fd - the data file's fd, valid while a reference is held. */
 int sched_obj_fd(const struct sched_obj *o);
 
@@ -124,6 +139,30 @@ int sched_obj_fd(const struct sched_obj *o);
  */
 int sched_cached_bytes(struct sched *s, const char *key, const char *etag,
 		       uint64_t *bytes, int *fetching)
+	__attribute__((warn_unused_result));
+
+/*
+ * sched_evict_key - drop the cached bytes of @key (the version the index
+ * holds): its index row and its data file.  Refused while the object is
+ * open, warmed, or has parts queued or being fetched.  Returns 0 with the
+ * bytes dropped in *@bytes (0 when nothing was cached), -EBUSY, or -EIO
+ * from the index.  Blocks on the index and the local filesystem.
+ */
+int sched_evict_key(struct sched *s, const char *key, uint64_t *bytes)
+	__attribute__((warn_unused_result));
+
+/*
+ * sched_evict_all - sched_evict_key() for every object of the scheduler's
+ * bucket in the index.  *@bytes and *@objects get what was dropped (objects
+ * with cached bytes only), *@busy how many were in use and kept.
+ * Returns 0 or -EIO.  Blocks; holds no lock between objects.
+ */
+int sched_evict_all(struct sched *s, uint64_t *bytes, uint64_t *objects,
+		    uint64_t *busy) __attribute__((warn_unused_result));
+
+/* sched_index_objects - object versions the cache index records (every
+ * bucket of the cache dir).  Returns 0 or -EIO.  Blocks on the index. */
+int sched_index_objects(struct sched *s, uint64_t *objects)
 	__attribute__((warn_unused_result));
 
 /* sched_stats_get - a consistent copy of the counters. */

@@ -222,3 +222,133 @@ int sched_space_reserve_locked(struct sched *s, uint64_t bytes)
 			break;
 	return too_full_locked(s, bytes) ? -ENOSPC : 0;
 }
+
+/*
+ * Eviction on request (sched_evict_key, sched_evict_all).  An object in the
+ * table that no one uses (no open file, no warm) and that has no part
+ * queued or being fetched is only held by internal references (commit
+ * records, the verify queue): it is retired like a replaced version (its
+ * parts forgotten, so pending commit records are void, and taken out of
+ * the table, so the next open starts afresh) before its row and data file
+ * go.  Called with version_lock held, so no open can attach the key
+ * meanwhile.
+ */
+static int evict_key_locked_version(struct sched *s, const char *key,
+				    uint64_t *bytes)
+{
+	char name[STORE_NAME_LEN + 1];
+	struct extent_set set;
+	struct idx_object row;
+	struct sched_obj *o;
+	int retired = 0, rc;
+
+	*bytes = 0;
+	pthread_mutex_lock(&s->lock);
+	o = sched_table_find_locked(s, key);
+	if (o) {
+		if (o->users > 0) {
+			pthread_mutex_unlock(&s->lock);
+			return -EBUSY;
+		}
+		for (uint32_t p = 0; p < o->nparts; p++) {
+			if (o->part[p] == PART_QUEUED ||
+			    o->part[p] == PART_DEMANDED ||
+			    o->part[p] == PART_FETCHING) {
+				pthread_mutex_unlock(&s->lock);
+				return -EBUSY;
+			}
+			if (o->part[p] == PART_PRESENT)
+				*bytes += sched_part_end(o, p) -
+					  sched_part_off(o, p);
+		}
+		/* Takes the present parts off s->cached_bytes. */
+		sched_obj_drop_parts_locked(o, 0);
+		o->stale = 1;
+		sched_table_remove_locked(s, o);
+		retired = 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	rc = idx_object_lookup(s->idx, s->bucket, key, &row);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0)
+		return rc;
+	if (!retired) {
+		extent_set_init(&set);
+		rc = idx_extents_load(s->idx, row.id, &set);
+		if (rc == 0)
+			*bytes = extent_set_bytes(&set);
+		extent_set_clear(&set);
+		if (rc != 0)
+			return rc;
+	}
+	rc = idx_object_remove(s->idx, row.id);
+	if (rc != 0)
+		return rc;
+	if (store_name(s->bucket, key, row.etag, name) == 0)
+		(void)store_file_remove(s->store, name);
+	pthread_mutex_lock(&s->lock);
+	if (!retired)
+		s->cached_bytes -= *bytes < s->cached_bytes ? *bytes
+							    : s->cached_bytes;
+	if (*bytes) {
+		s->stats.evictions++;
+		s->stats.bytes_evicted += *bytes;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int sched_evict_key(struct sched *s, const char *key, uint64_t *bytes)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->version_lock);
+	rc = evict_key_locked_version(s, key, bytes);
+	pthread_mutex_unlock(&s->version_lock);
+	if (rc == 0 && *bytes)
+		log_info("evicted s3://%s/%s on request (%llu bytes)",
+			 s->bucket, key, (unsigned long long)*bytes);
+	return rc;
+}
+
+int sched_evict_all(struct sched *s, uint64_t *bytes, uint64_t *objects,
+		    uint64_t *busy)
+{
+	struct idx_entry v[EVICT_PAGE];
+	int64_t after = 0;
+	int rc = 0;
+
+	*bytes = *objects = *busy = 0;
+	while (rc == 0) {
+		size_t n = 0;
+
+		rc = idx_page_by_id(s->idx, after, EVICT_PAGE, v, &n);
+		if (rc != 0 || n == 0)
+			break;
+		after = v[n - 1].id;
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			uint64_t b = 0;
+
+			if (strcmp(v[i].bucket, s->bucket) != 0)
+				continue;
+			pthread_mutex_lock(&s->version_lock);
+			rc = evict_key_locked_version(s, v[i].key, &b);
+			pthread_mutex_unlock(&s->version_lock);
+			if (rc == -EBUSY) {
+				(*busy)++;
+				rc = 0;
+			} else if (rc == 0 && b) {
+				(*objects)++;
+				*bytes += b;
+			}
+		}
+		idx_entries_clear(v, n);
+	}
+	log_info("evicted %llu objects (%llu bytes) of s3://%s on request; "
+		 "%llu in use",
+		 (unsigned long long)*objects, (unsigned long long)*bytes,
+		 s->bucket, (unsigned long long)*busy);
+	return rc;
+}

@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hoardfs/log.h"
@@ -85,7 +86,7 @@ static uint64_t part_bytes(const struct sched_obj *o, uint32_t p)
 	return sched_part_end(o, p) - sched_part_off(o, p);
 }
 
-static void table_remove_locked(struct sched *s, struct sched_obj *o)
+void sched_table_remove_locked(struct sched *s, struct sched_obj *o)
 {
 	struct sched_obj **pp = &s->table[key_hash(o->key)];
 
@@ -122,7 +123,7 @@ struct sched_obj *sched_obj_unref_locked(struct sched_obj *o)
 {
 	if (--o->refs > 0)
 		return NULL;
-	table_remove_locked(o->s, o);
+	sched_table_remove_locked(o->s, o);
 	return o;
 }
 
@@ -732,6 +733,7 @@ int sched_obj_open(struct sched *s, const char *key, const char *etag,
 	o = sched_table_find_locked(s, key);
 	if (o && strcmp(o->etag, etag) == 0 && o->size == size_bytes) {
 		o->refs++;
+		o->users++;
 		pthread_mutex_unlock(&s->lock);
 		*out = o;
 		return 0;
@@ -748,6 +750,7 @@ int sched_obj_open(struct sched *s, const char *key, const char *etag,
 	    found->size == size_bytes) {
 		/* Another open of this version won the race: share it. */
 		found->refs++;
+		found->users++;
 		pthread_mutex_unlock(&s->lock);
 		pthread_mutex_unlock(&s->version_lock);
 		sched_obj_destroy(o);
@@ -758,7 +761,7 @@ int sched_obj_open(struct sched *s, const char *key, const char *etag,
 		/* From now on no extent of the older version may be
 		 * recorded under this key's row. */
 		found->stale = 1;
-		table_remove_locked(s, found);
+		sched_table_remove_locked(s, found);
 	}
 	pthread_mutex_unlock(&s->lock);
 	rc = obj_attach(s, o, mtime_sec);
@@ -776,6 +779,7 @@ int sched_obj_open(struct sched *s, const char *key, const char *etag,
 		memset(o->part, PART_ABSENT, o->nparts);
 	}
 	pthread_mutex_lock(&s->lock);
+	o->users = 1;
 	o->table_next = s->table[key_hash(key)];
 	s->table[key_hash(key)] = o;
 	o->in_table = 1;
@@ -802,6 +806,7 @@ void sched_obj_put(struct sched_obj *o)
 		return;
 	s = o->s;
 	pthread_mutex_lock(&s->lock);
+	o->users--;
 	o = sched_obj_unref_locked(o);
 	pthread_mutex_unlock(&s->lock);
 	if (o)
@@ -868,6 +873,82 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 		s->stats.bytes_served_cached += end - off;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+/* How long a warm sleeps before looking at its parts again when no part
+ * finished: a version replaced meanwhile (stale) is read ahead by nobody,
+ * and nothing signals its waiters. */
+#define SCHED_WARM_RECHECK_MS 1000
+
+int sched_obj_wait_complete(struct sched_obj *o)
+{
+	struct sched *s = o->s;
+	struct timespec ts;
+	int rc = 0;
+
+	if (atomic_load(&o->complete))
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	for (unsigned pass = 0;; pass++) {
+		int missing = 0;
+
+		if (o->bypass) {
+			rc = -ENOSPC;
+			break;
+		}
+		for (uint32_t p = 0; p < o->nparts && rc == 0; p++) {
+			switch (o->part[p]) {
+			case PART_PRESENT:
+				break;
+			case PART_FAILED:
+				if (pass > 0) {
+					/* Failed while we waited: report it;
+					 * the next wait tries again. */
+					rc = o->part_err[p];
+					o->part[p] = PART_ABSENT;
+					break;
+				}
+				/* An older failure: try it once more. */
+				/* fall through */
+			case PART_ABSENT:
+				/* Not queued (an older failure, or read-ahead
+				 * found no room): demand it, so that a lack
+				 * of room fails it with -ENOSPC. */
+				rc = demand_push_locked(s, o, p);
+				missing = 1;
+				break;
+			case PART_QUEUED:
+				/* Read-ahead takes it, after every part a
+				 * reader waits for; a stale version is read
+				 * ahead by nobody. */
+				if (o->stale)
+					rc = demand_push_locked(s, o, p);
+				missing = 1;
+				break;
+			default: /* DEMANDED or FETCHING */
+				missing = 1;
+				break;
+			}
+		}
+		if (rc != 0 || !missing)
+			break;
+		if (atomic_load(&s->stopping)) {
+			rc = -ECANCELED;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += SCHED_WARM_RECHECK_MS / 1000;
+		pthread_cond_timedwait(&o->cond, &s->lock, &ts);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int sched_index_objects(struct sched *s, uint64_t *objects)
+{
+	uint64_t bytes;
+
+	return idx_stats(s->idx, objects, &bytes);
 }
 
 /* Copies a GET body into a caller's buffer. */

@@ -49,6 +49,8 @@ struct sched_obj {
 	atomic_int complete; /* every part present: reads take no lock */
 	uint32_t cursor;     /* lock: next part to read ahead */
 	unsigned refs;	     /* lock: references */
+	unsigned users;	     /* lock: references from sched_obj_open() not
+			      * yet put (open files, warms); refs >= users */
 	unsigned generation; /* lock: bumped when its extents are dropped, so
 			      * older commit records are not recorded */
 	int stale;	     /* lock: replaced by a newer version */
@@ -115,6 +117,7 @@ struct sched {
 uint64_t sched_part_off(const struct sched_obj *o, uint32_t p);
 uint64_t sched_part_end(const struct sched_obj *o, uint32_t p);
 struct sched_obj *sched_table_find_locked(struct sched *s, const char *key);
+void sched_table_remove_locked(struct sched *s, struct sched_obj *o);
 /* Drop a reference with s->lock held; returns the object when that was
  * the last one, to destroy with sched_obj_destroy() after unlocking. */
 struct sched_obj *sched_obj_unref_locked(struct sched_obj *o);
