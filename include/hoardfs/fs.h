@@ -3,8 +3,10 @@
  * The read-only FUSE filesystem (libfuse low-level API): the inode table,
  * directories implied by key prefixes, listings cached under the metadata
  * TTL, and the handlers that answer lookups, attributes, directory reads,
- * opens, reads (from the cache file by splice) and extended attributes.
- * Every write operation answers EROFS.
+ * opens, reads (from the cache file by splice) and extended attributes,
+ * among them the control attributes through which hoardfs warm, status and
+ * evict talk to the daemon (src/fs/ctl.c).  Every write operation answers
+ * EROFS.
  */
 #ifndef HOARDFS_FS_H
 #define HOARDFS_FS_H
@@ -43,6 +45,18 @@ int fs_new(const struct fs_config *cfg, struct client *client,
 
 /* fs_set_sched - attach the scheduler before the session loop starts. */
 void fs_set_sched(struct fs *fs, struct sched *sched);
+
+/*
+ * A provider of the status document that getxattr(MOUNTPOINT,
+ * "user.hoardfs.status") answers: puts a malloc'd text of *@len bytes in
+ * *@out (the caller frees it) and returns 0, or a negative errno.  Called
+ * from FUSE threads, concurrently; must not block on the network.
+ */
+typedef int (*fs_status_fn)(void *arg, char **out, size_t *len);
+
+/* fs_set_status_fn - set the status provider before the session loop
+ * starts (without one, the status attribute answers ENODATA). */
+void fs_set_status_fn(struct fs *fs, fs_status_fn fn, void *arg);
 
 /* fs_free - free @fs and every inode (NULL is a no-op); call after the
  * session loop ended. */

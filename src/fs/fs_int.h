@@ -69,6 +69,9 @@ struct fs {
 	struct fs_inode *root;	  /* FUSE_ROOT_ID */
 	struct fs_inode **table;  /* FS_TABLE_SIZE chains by key */
 	int64_t start_sec;	  /* mount time: the mtime of directories */
+	fs_status_fn status_fn;	  /* user.hoardfs.status provider, or NULL;
+				   * set before the loop */
+	void *status_arg;	  /* its argument */
 };
 
 /* The inode behind @ino (no reference taken: the kernel holds one). */
@@ -118,5 +121,14 @@ void fs_attr_locked(const struct fs *fs, const struct fs_inode *ino,
 
 /* fs_ttl_sec - the kernel entry/attr timeout for the metadata TTL. */
 double fs_ttl_sec(const struct fs *fs);
+
+/*
+ * fs_ctl_getxattr - answer @name on @ino when it is one of the control
+ * attributes of ctl.c (warm, evict, evict_all, status, summary, and the
+ * directory figures), replying to @req and returning 1; return 0 without
+ * replying for any other name.  May block for a whole object's fetch.
+ */
+int fs_ctl_getxattr(fuse_req_t req, struct fs *fs, struct fs_inode *ino,
+		    const char *name, size_t size);
 
 #endif

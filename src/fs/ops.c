@@ -396,9 +396,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino_nr, const char *name,
 {
 	struct fs *fs = req_fs(req);
 	char value[2048];
-	int len = xattr_value(fs, fs_inode_of(fs, ino_nr), name, value,
-			      sizeof(value));
+	int len;
 
+	if (fs_ctl_getxattr(req, fs, fs_inode_of(fs, ino_nr), name, size))
+		return; /* warm, evict, status...: see ctl.c */
+	len = xattr_value(fs, fs_inode_of(fs, ino_nr), name, value,
+			  sizeof(value));
 	if (len < 0)
 		fuse_reply_err(req, -len);
 	else if (size == 0)
@@ -415,10 +418,19 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino_nr, size_t size)
 		XATTR_KEY "\0" XATTR_ETAG "\0" XATTR_SIZE "\0" XATTR_CACHED
 			  "\0" XATTR_STATE;
 	static const char dir_names[] = XATTR_KEY;
+	/* Only the side-effect-free, cheap control attribute is listed, so
+	 * `getfattr -d` never warms, evicts or walks a tree (ctl.c). */
+	static const char root_names[] = XATTR_KEY "\0user.hoardfs.status";
 	struct fs *fs = req_fs(req);
-	int is_dir = fs_inode_of(fs, ino_nr)->is_dir;
+	struct fs_inode *ino = fs_inode_of(fs, ino_nr);
+	int is_dir = ino->is_dir;
 	const char *names = is_dir ? dir_names : file_names;
 	size_t len = is_dir ? sizeof(dir_names) : sizeof(file_names);
+
+	if (ino == fs->root && fs->status_fn) {
+		names = root_names;
+		len = sizeof(root_names);
+	}
 
 	if (size == 0)
 		fuse_reply_xattr(req, len);
