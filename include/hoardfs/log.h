@@ -49,6 +49,13 @@ int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * log_always - write one line at info priority whatever the threshold,
+ * unless logging is off: for lines a user asked for explicitly (the status
+ * line that SIGUSR1 requests).  Thread-safe as log_msg().
+ */
+void log_always(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_LEVEL_INFO, __VA_ARGS__)

@@ -19,6 +19,7 @@
 #include <fuse_lowlevel.h>
 
 #include "cli/cli.h"
+#include "cli/monitor.h"
 #include "hoardfs/client.h"
 #include "hoardfs/fs.h"
 #include "hoardfs/idx.h"
@@ -39,6 +40,7 @@ struct daemon {
 	struct idx *idx;
 	struct fs *fs;
 	struct sched *sched;
+	struct monitor *mon; /* status, metrics file, SIGUSR1 */
 	struct fuse_session *se;
 	int mounted;
 	int mounted_once; /* the mount appeared at some point */
@@ -77,6 +79,7 @@ static void teardown(struct daemon *d)
 		fuse_remove_signal_handlers(d->se);
 	if (d->se)
 		fuse_session_destroy(d->se);
+	monitor_free(d->mon); /* writes the metrics file a last time */
 	sched_free(d->sched);
 	fs_free(d->fs);
 	idx_close(d->idx);
@@ -335,6 +338,47 @@ static int setup_session(struct daemon *d)
 	return 0;
 }
 
+/* The status document, the metrics file and SIGUSR1 (after the fork). */
+static int start_monitor(struct daemon *d)
+{
+	struct monitor_config mcfg = {
+		.version = HOARDFS_VERSION,
+		.bucket = d->opt.bucket,
+		.prefix = d->opt.prefix,
+		.endpoint = d->opt.endpoint,
+		.mountpoint = d->opt.mountpoint,
+		.cache_dir = d->opt.cache_dir,
+		.metrics_file = d->opt.metrics_file,
+		.cache_limit_bytes = d->cache_limit_bytes,
+		.min_free_bytes = d->min_free_bytes,
+	};
+	int rc = monitor_start(&mcfg, d->sched, d->client, &d->mon);
+
+	if (rc != 0) {
+		log_error("cannot start the monitor thread: %s", strerror(-rc));
+		return CLI_EXIT_RUNTIME;
+	}
+	fs_set_status_fn(d->fs, monitor_status, d->mon);
+	return 0;
+}
+
+/* A --metrics-file that cannot be written fails the start, in the
+ * terminal, rather than a warning in syslog later. */
+static int check_metrics_file(const struct daemon *d)
+{
+	int rc;
+
+	if (!d->opt.metrics_file)
+		return 0;
+	rc = monitor_metrics_file_check(d->opt.metrics_file);
+	if (rc == 0)
+		return 0;
+	fprintf(stderr, "hoardfs: --metrics-file %s: cannot write %s.tmp and "
+			"rename it: %s\n",
+		d->opt.metrics_file, d->opt.metrics_file, strerror(-rc));
+	return CLI_EXIT_RUNTIME;
+}
+
 static int run(struct daemon *d)
 {
 	struct sched_config scfg = {
@@ -359,6 +403,9 @@ static int run(struct daemon *d)
 		return CLI_EXIT_RUNTIME;
 	}
 	fs_set_sched(d->fs, d->sched);
+	rc = start_monitor(d);
+	if (rc != 0)
+		return rc;
 	log_info("mounted s3://%s/%s at %s (endpoint %s, cache %s, "
 		 "credentials from %s)",
 		 d->opt.bucket, d->opt.prefix, d->opt.mountpoint,
@@ -408,6 +455,8 @@ int main(int argc, char **argv)
 	rc = setup_client(&d);
 	if (rc == 0)
 		rc = setup_cache(&d);
+	if (rc == 0)
+		rc = check_metrics_file(&d);
 	if (rc == 0)
 		rc = setup_session(&d);
 	if (rc == 0)

@@ -72,6 +72,9 @@ static const char usage_text[] =
 	"  -d, --debug           foreground with debug logging and FUSE "
 	"tracing\n"
 	"  --log-level LEVEL     error, warn, info (default) or debug\n"
+	"  --metrics-file PATH   write Prometheus text metrics to PATH every "
+	"5 s\n"
+	"                        and at exit (node_exporter textfile style)\n"
 	"  -o OPT[,OPT...]       the options above as name=value "
 	"(cache_dir=DIR,\n"
 	"                        path_style, ...) and FUSE mount options\n"
@@ -115,6 +118,7 @@ enum opt_id {
 	OPT_FOREGROUND,
 	OPT_DEBUG,
 	OPT_LOG_LEVEL,
+	OPT_METRICS_FILE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -149,6 +153,7 @@ static const struct opt_def opt_defs[] = {
 	{"foreground", 'f', 0, OPT_FOREGROUND},
 	{"debug", 'd', 0, OPT_DEBUG},
 	{"log-level", 0, 1, OPT_LOG_LEVEL},
+	{"metrics-file", 0, 1, OPT_METRICS_FILE},
 	{"help", 'h', 0, OPT_HELP},
 	{"version", 'V', 0, OPT_VERSION},
 };
@@ -352,6 +357,10 @@ static int apply(struct cli_options *o, const struct opt_def *d,
 				    shown, value);
 		o->log_level = rc;
 		return 0;
+	case OPT_METRICS_FILE:
+		if (!value[0])
+			return fail(err, errlen, "%s: empty path", shown);
+		return set_str(&o->metrics_file, value);
 	case OPT_HELP:
 		o->help = 1;
 		return 0;
@@ -657,6 +666,7 @@ void cli_options_free(struct cli_options *o)
 	free(o->cache_dir);
 	free(o->passwd_file);
 	free(o->ca_bundle);
+	free(o->metrics_file);
 	for (size_t i = 0; i < o->nfuse_opts; i++)
 		free(o->fuse_opts[i]);
 	free(o->fuse_opts);

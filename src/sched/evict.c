@@ -308,7 +308,7 @@ int sched_evict_key(struct sched *s, const char *key, uint64_t *bytes)
 	rc = evict_key_locked_version(s, key, bytes);
 	pthread_mutex_unlock(&s->version_lock);
 	if (rc == 0 && *bytes)
-		log_info("evicted s3://%s/%s on request (%llu bytes)",
+		log_debug("evicted s3://%s/%s on request (%llu bytes)",
 			 s->bucket, key, (unsigned long long)*bytes);
 	return rc;
 }

@@ -48,16 +48,17 @@ int log_enabled(enum log_level level)
 	return level <= log_threshold;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+static void log_vemit(enum log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+/* Format and write one line at @level, threshold already checked. */
+static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 	char line[4096];
 	size_t used = 0;
-	va_list ap;
 	int n;
 
-	if (!log_enabled(level))
-		return;
 	if (!log_to_syslog) {
 		struct timespec ts;
 		struct tm tm;
@@ -71,9 +72,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		if (n > 0)
 			used += (size_t)n;
 	}
-	va_start(ap, fmt);
 	n = vsnprintf(line + used, sizeof(line) - used, fmt, ap);
-	va_end(ap);
 	if (n > 0)
 		used += (size_t)n;
 	if (used > sizeof(line) - 2)
@@ -87,4 +86,26 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	/* One write per line; a failed write to stderr has nowhere to go. */
 	if (write(STDERR_FILENO, line, used) < 0)
 		return;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	log_vemit(level, fmt, ap);
+	va_end(ap);
+}
+
+void log_always(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (log_threshold == LOG_LEVEL_OFF)
+		return;
+	va_start(ap, fmt);
+	log_vemit(LOG_LEVEL_INFO, fmt, ap);
+	va_end(ap);
 }
