@@ -5,6 +5,8 @@
  * the multi-threaded FUSE loop until unmounted (fusermount3 -u, SIGINT,
  * SIGTERM or SIGHUP).  Every failure before the mount appears exits with
  * one line naming the cause: 2 for usage, 1 for everything else.
+ * "hoardfs warm|status|evict ..." are commands for a running mount
+ * instead (ctl.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <fuse_lowlevel.h>
 
 #include "cli/cli.h"
+#include "cli/ctl.h"
 #include "cli/monitor.h"
 #include "hoardfs/client.h"
 #include "hoardfs/fs.h"
@@ -428,6 +431,9 @@ int main(int argc, char **argv)
 	char err[512];
 	int rc;
 
+	/* hoardfs warm|status|evict: commands for a running mount. */
+	if (argc > 1 && ctl_is_command(argv[1]))
+		return ctl_main(argc - 1, argv + 1);
 	rc = cli_parse(argc, argv, &d.opt, err, sizeof(err));
 	if (rc != 0) {
 		fprintf(stderr, "hoardfs: %s\n",

@@ -89,7 +89,12 @@ static const char usage_text[] =
 	"OBS_SECRET_ACCESS_KEY, OBS_SECURITY_TOKEN; AWS_ACCESS_KEY_ID,\n"
 	"AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.\n"
 	"\n"
-	"Exit status: 0 unmounted cleanly, 1 runtime error, 2 usage error.\n";
+	"Exit status: 0 unmounted cleanly, 1 runtime error, 2 usage error.\n"
+	"\n"
+	"Commands for a running mount (each has --help):\n"
+	"  hoardfs warm PATH... [--jobs N] [--shard K/N] [--background]\n"
+	"  hoardfs status MOUNTPOINT [--json]\n"
+	"  hoardfs evict PATH... | hoardfs evict --all MOUNTPOINT\n";
 
 const char *cli_usage(void)
 {
