@@ -458,11 +458,11 @@ int main(int argc, char **argv)
 		teardown(&d);
 		return CLI_EXIT_RUNTIME;
 	}
-	rc = setup_client(&d);
+	rc = check_metrics_file(&d);
+	if (rc == 0)
+		rc = setup_client(&d);
 	if (rc == 0)
 		rc = setup_cache(&d);
-	if (rc == 0)
-		rc = check_metrics_file(&d);
 	if (rc == 0)
 		rc = setup_session(&d);
 	if (rc == 0)
