@@ -76,9 +76,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
 	struct fs_inode *dir = fs_inode_of(fs, parent), *ino;
-	const struct fs_child *c;
 	struct fuse_entry_param e;
-	struct fs_listing *l;
 	int rc;
 
 	if (!dir->is_dir) {
@@ -89,25 +87,17 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
-	rc = fs_listing_get(fs, dir, &l);
-	if (rc != 0) {
-		fuse_reply_err(req, read_errno(rc));
-		return;
-	}
-	c = fs_listing_find(l, name);
-	if (!c) {
+	rc = fs_lookup(fs, dir, name, &ino);
+	if (rc == -ENOENT) {
 		/* A zero ino with a timeout is a negative entry the kernel
-		 * caches for as long as the listing is trusted. */
+		 * caches for --negative-ttl. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs_ttl_sec(fs);
-		fs_listing_put(fs, l);
+		e.entry_timeout = fs_negative_ttl_sec(fs);
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	ino = fs_inode_ref(fs, dir, l, c);
-	fs_listing_put(fs, l);
-	if (!ino) {
-		fuse_reply_err(req, ENOMEM);
+	if (rc != 0) {
+		fuse_reply_err(req, read_errno(rc));
 		return;
 	}
 	fill_entry(fs, ino, &e);
@@ -156,7 +146,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino_nr,
 	}
 	/* The handle keeps the listing it opened with, so offsets stay
 	 * meaningful even if the directory is listed again meanwhile. */
-	rc = fs_listing_get(fs, dir, &l);
+	rc = fs_listing_get(fs, dir, 1, &l);
 	if (rc != 0) {
 		fuse_reply_err(req, read_errno(rc));
 		return;
@@ -212,7 +202,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino_nr, size_t size,
 		if (need > size - used)
 			break;
 		if (c) {
-			ino = fs_inode_ref(fs, dir, l, c);
+			ino = fs_inode_ref(fs, dir, l->fetched_ms, c);
 			if (!ino)
 				break;
 			fill_entry(fs, ino, &e);
@@ -290,6 +280,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino_nr,
 	fi->fh = (uint64_t)(uintptr_t)o;
 	if (fuse_reply_open(req, fi) != 0)
 		sched_obj_put(o);
+	fs_prefetch_after(fs, ino);
 }
 
 /* The cache cannot hold these bytes now: fetch them for this read alone,
