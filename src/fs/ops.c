@@ -18,6 +18,9 @@
 
 /* Extended attribute names, in listxattr order (documented in the man
  * page).  The user namespace is what getfattr shows by default. */
+/* Background requests the kernel may queue (see op_init). */
+#define FS_MAX_BACKGROUND 64
+
 #define XATTR_KEY    "user.hoardfs.key"
 #define XATTR_ETAG   "user.hoardfs.etag"
 #define XATTR_SIZE   "user.hoardfs.size"
@@ -70,6 +73,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	/* The kernel's default of 12 background requests (read-ahead and
+	 * async reads) starves 8 parallel readers of many files; readers
+	 * here wait on the network, not on our CPU, so allow many more. */
+	conn->max_background = FS_MAX_BACKGROUND;
+	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
