@@ -307,9 +307,10 @@ static int commit_push_locked(struct sched *s, struct sched_obj *o,
 	return 0;
 }
 
-/* Publish the outcome of fetching part @p of @o (s->lock held). */
+/* Publish the outcome of fetching part @p of @o (s->lock held); @written
+ * says a transfer into the data file was attempted. */
 static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
-			     int rc)
+			     int rc, int written)
 {
 	if (rc == 0)
 		rc = commit_push_locked(s, o, sched_part_off(o, p),
@@ -327,8 +328,15 @@ static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
 		o->part[p] = PART_FAILED;
 		o->part_err[p] = rc;
 		s->stats.fetch_errors++;
-		if (rc == -ENOSPC || rc == -EDQUOT)
+		if (rc == -EDQUOT)
+			o->part_err[p] = rc = -ENOSPC;
+		if (rc == -ENOSPC && written) {
+			/* The disk filled under a transfer: every later part
+			 * of this object would pay a wasted GET, so read it
+			 * straight from the store until it is closed. */
+			o->bypass = 1;
 			sched_evict_kick_locked(s);
+		}
 	}
 	pthread_cond_broadcast(&o->cond);
 }
@@ -363,7 +371,7 @@ static void *worker_main(void *arg)
 			o->part[p] = PART_ABSENT;
 			pthread_cond_broadcast(&o->cond);
 		} else if (rc != 0) {
-			part_done_locked(s, o, p, rc);
+			part_done_locked(s, o, p, rc, 0);
 		} else {
 			s->inflight_bytes += need;
 			pthread_mutex_unlock(&s->lock);
@@ -371,7 +379,7 @@ static void *worker_main(void *arg)
 			pthread_mutex_lock(&s->lock);
 			s->inflight_bytes -= need;
 			s->stats.bytes_fetched += bytes;
-			part_done_locked(s, o, p, rc);
+			part_done_locked(s, o, p, rc, 1);
 		}
 		if (sched_obj_unref_locked(o)) {
 			pthread_mutex_unlock(&s->lock);
