@@ -4,6 +4,10 @@
 # runs the Fashion-MNIST training demo through a real mount.
 #
 # SANITIZE=address,undefined (or thread) builds into its own directory.
+#
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the man pages and
+# the mount(8) helper.  The helper goes to SBINDIR (/sbin), not under
+# PREFIX, because /sbin is where mount(8) looks for mount.TYPE helpers.
 
 SANITIZE ?=
 comma := ,
@@ -36,7 +40,13 @@ UNIT_SRC := $(sort $(wildcard test/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 PYTHON := /usr/bin/python3
 
-.PHONY: all deps unit integration check test demo lint format clean
+.PHONY: all deps unit integration check test demo lint format clean \
+	install uninstall
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+SBINDIR ?= /sbin
 
 all: $(BUILD)/hoardfs
 
@@ -100,6 +110,26 @@ lint: deps
 
 format:
 	clang-format -i $(LINT_SRC)
+
+# The helper runs hoardfs by absolute path: mount(8) gives helpers no PATH.
+install: $(BUILD)/hoardfs
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BUILD)/hoardfs $(DESTDIR)$(BINDIR)/hoardfs
+	sed 's|@BINDIR@|$(BINDIR)|g' scripts/mount.fuse.hoardfs \
+		>$(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs.tmp
+	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs.tmp
+	mv -f $(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs.tmp \
+		$(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs
+	install -m 0644 man/hoardfs.1 $(DESTDIR)$(MANDIR)/man1/hoardfs.1
+	install -m 0644 man/mount.fuse.hoardfs.8 \
+		$(DESTDIR)$(MANDIR)/man8/mount.fuse.hoardfs.8
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hoardfs \
+		$(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs \
+		$(DESTDIR)$(MANDIR)/man1/hoardfs.1 \
+		$(DESTDIR)$(MANDIR)/man8/mount.fuse.hoardfs.8
 
 clean:
 	rm -rf build build-*
