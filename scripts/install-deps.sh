@@ -11,7 +11,7 @@ libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev
 libcmocka-dev
 clang-format cppcheck
 groff-base man-db
-python3-pytest python3-boto3 python3-numpy
+python3-pytest python3-boto3 python3-numpy python3-yaml
 dataset-fashion-mnist
 attr"
 
