@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 PYTHON := /usr/bin/python3
 
 .PHONY: all deps unit integration check test demo lint format clean \
-	install uninstall
+	install uninstall fuzz fuzz-build
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -96,17 +96,64 @@ check: unit integration
 test: deps
 	@$(MAKE) --no-print-directory check
 
+# libFuzzer targets (test/fuzz/fuzz_<target>.c), built with clang into
+# build-fuzz/ with the modules they reach, and run FUZZ_SECONDS each from
+# the committed seeds in test/fuzz/<target>/.  New inputs go to
+# build-fuzz/corpus/, a crashing input to build-fuzz/crash/.
+FUZZ_BUILD := build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS := listxml cli_parse passwd
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 \
+	-D_GNU_SOURCE -DHOARDFS_VERSION='"$(VERSION)"' $(WARN) -Iinclude -Isrc \
+	$(PKG_CFLAGS) -O1 -g -pthread -MMD -MP $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(sort \
+	src/cli/options.c src/cli/creds.c $(wildcard src/client/*.c) \
+	$(wildcard src/util/*.c)))
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_BUILD)/libfuzz.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfuzz.a
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: $(FUZZ_BIN)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crash; \
+		log=$(FUZZ_BUILD)/fuzz_$$t.log; \
+		if $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+			-timeout=10 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_BUILD)/crash/$$t- \
+			$(FUZZ_BUILD)/corpus/$$t test/fuzz/$$t >$$log 2>&1; then \
+			echo "== fuzz $$t: $$(sed -n 's/^stat::number_of_executed_units: *//p' $$log) runs in $(FUZZ_SECONDS)s, no crash"; \
+		else \
+			tail -60 $$log; echo "== fuzz $$t: FAILED, input in $(FUZZ_BUILD)/crash/"; \
+			exit 1; \
+		fi; \
+	done
+
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BUILD)/hoardfs
 
-LINT_SRC = $(wildcard src/*/*.c src/*/*.h include/hoardfs/*.h test/unit/*.c)
+LINT_SRC = $(wildcard src/*/*.c src/*/*.h include/hoardfs/*.h test/unit/*.c \
+	test/fuzz/*.c test/fuzz/*.h)
 
 lint: deps
 	clang-format --dry-run --Werror $(LINT_SRC)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Iinclude -Isrc \
-		--suppress=missingIncludeSystem src test/unit
+		--suppress=missingIncludeSystem src test/unit test/fuzz
 
 format:
 	clang-format -i $(LINT_SRC)
@@ -134,4 +181,4 @@ uninstall:
 clean:
 	rm -rf build build-*
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
