@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # hoardfs build.  `make` builds build/hoardfs; `make test` installs what is
-# missing, builds, and runs the unit and integration suites; `make demo`
-# runs the Fashion-MNIST training demo through a real mount.
+# missing, then runs every quality gate (scripts/gates.sh): lint, the unit
+# and integration suites, both again under ASan+UBSan, and the fuzzers;
+# `make demo` runs the Fashion-MNIST training demo through a real mount.
 #
 # SANITIZE=address,undefined (or thread) builds into its own directory.
 #
@@ -41,7 +42,7 @@ UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 PYTHON := /usr/bin/python3
 
 .PHONY: all deps unit integration check test demo lint format clean \
-	install uninstall fuzz fuzz-build
+	install uninstall check-sanitize fuzz fuzz-build
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -87,14 +88,34 @@ unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 integration: $(BUILD)/hoardfs
-	HOARDFS_BIN=$(CURDIR)/$(BUILD)/hoardfs $(PYTHON) -m pytest -q test/integration
+	HOARDFS_BIN=$(CURDIR)/$(BUILD)/hoardfs HOARDFS_SANITIZE=$(SANITIZE) \
+		$(PYTHON) -m pytest -q test/integration
 
 # What CI and a newcomer run: dependencies first, so that pkg-config flags
 # are read by a fresh make that can see the installed packages.
 check: unit integration
 
 test: deps
-	@$(MAKE) --no-print-directory check
+	@sh scripts/gates.sh $(MAKE)
+
+# The unit and integration suites again, built with ASan and UBSan.  Any
+# report fails the gate: UBSan halts on its first error, and every report
+# also goes to a log file, so that one from a daemonized hoardfs (whose
+# stderr is /dev/null) or from LeakSanitizer at its exit is seen too.
+SAN_DIR := build-address-undefined
+SAN_LOG := $(CURDIR)/$(SAN_DIR)/sanitizer-report
+SAN_ENV := \
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:log_path=$(SAN_LOG) \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SAN_LOG)
+
+check-sanitize:
+	@mkdir -p $(SAN_DIR) && rm -f $(SAN_LOG).*
+	@rc=0; $(SAN_ENV) $(MAKE) --no-print-directory SANITIZE=address,undefined \
+		check || rc=$$?; \
+	for f in $(SAN_LOG).*; do \
+		[ -e "$$f" ] || continue; \
+		echo "== sanitizer report $$f"; cat "$$f"; rc=1; \
+	done; exit $$rc
 
 # libFuzzer targets (test/fuzz/fuzz_<target>.c), built with clang into
 # build-fuzz/ with the modules they reach, and run FUZZ_SECONDS each from
@@ -148,12 +169,15 @@ demo: deps
 
 LINT_SRC = $(wildcard src/*/*.c src/*/*.h include/hoardfs/*.h test/unit/*.c \
 	test/fuzz/*.c test/fuzz/*.h)
+LINT_SH = scripts/install-deps.sh scripts/demo.sh scripts/gates.sh \
+	scripts/mount.fuse.hoardfs scripts/modelarts/hoardfs-run.sh
 
 lint: deps
 	clang-format --dry-run --Werror $(LINT_SRC)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Iinclude -Isrc \
 		--suppress=missingIncludeSystem src test/unit test/fuzz
+	shellcheck -s sh $(LINT_SH)
 
 format:
 	clang-format -i $(LINT_SRC)
