@@ -104,8 +104,10 @@ test: deps
 # stderr is /dev/null) or from LeakSanitizer at its exit is seen too.
 SAN_DIR := build-address-undefined
 SAN_LOG := $(CURDIR)/$(SAN_DIR)/sanitizer-report
+# test/lsan.supp lists the leaks at exit known to be benign.
 SAN_ENV := \
 	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:log_path=$(SAN_LOG) \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SAN_LOG)
 
 check-sanitize:
