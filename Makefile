@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: MIT
 # hoardfs build.  `make` builds build/hoardfs; `make test` installs what is
-# missing, builds, and runs the unit and integration suites; `make demo`
-# runs the Fashion-MNIST training demo through a real mount.
+# missing, then runs every quality gate (scripts/gates.sh): lint, the unit
+# and integration suites, both again under ASan+UBSan, and the fuzzers;
+# `make demo` runs the Fashion-MNIST training demo through a real mount.
 #
 # SANITIZE=address,undefined (or thread) builds into its own directory.
+#
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, the man pages and
+# the mount(8) helper.  The helper goes to SBINDIR (/sbin), not under
+# PREFIX, because /sbin is where mount(8) looks for mount.TYPE helpers.
 
 SANITIZE ?=
 comma := ,
@@ -36,7 +41,13 @@ UNIT_SRC := $(sort $(wildcard test/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 PYTHON := /usr/bin/python3
 
-.PHONY: all deps unit integration check test demo lint format clean
+.PHONY: all deps unit integration check test demo lint format clean \
+	install uninstall check-sanitize fuzz fuzz-build
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+SBINDIR ?= /sbin
 
 all: $(BUILD)/hoardfs
 
@@ -77,31 +88,123 @@ unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 integration: $(BUILD)/hoardfs
-	HOARDFS_BIN=$(CURDIR)/$(BUILD)/hoardfs $(PYTHON) -m pytest -q test/integration
+	HOARDFS_BIN=$(CURDIR)/$(BUILD)/hoardfs HOARDFS_SANITIZE=$(SANITIZE) \
+		$(PYTHON) -m pytest -q test/integration
 
 # What CI and a newcomer run: dependencies first, so that pkg-config flags
 # are read by a fresh make that can see the installed packages.
 check: unit integration
 
 test: deps
-	@$(MAKE) --no-print-directory check
+	@sh scripts/gates.sh $(MAKE)
+
+# The unit and integration suites again, built with ASan and UBSan.  Any
+# report fails the gate: UBSan halts on its first error, and every report
+# also goes to a log file, so that one from a daemonized hoardfs (whose
+# stderr is /dev/null) or from LeakSanitizer at its exit is seen too.
+SAN_DIR := build-address-undefined
+SAN_LOG := $(CURDIR)/$(SAN_DIR)/sanitizer-report
+# test/lsan.supp lists the leaks at exit known to be benign.
+SAN_ENV := \
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:log_path=$(SAN_LOG) \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SAN_LOG)
+
+check-sanitize:
+	@mkdir -p $(SAN_DIR) && rm -f $(SAN_LOG).*
+	@rc=0; $(SAN_ENV) $(MAKE) --no-print-directory SANITIZE=address,undefined \
+		check || rc=$$?; \
+	for f in $(SAN_LOG).*; do \
+		[ -e "$$f" ] || continue; \
+		echo "== sanitizer report $$f"; cat "$$f"; rc=1; \
+	done; exit $$rc
+
+# libFuzzer targets (test/fuzz/fuzz_<target>.c), built with clang into
+# build-fuzz/ with the modules they reach, and run FUZZ_SECONDS each from
+# the committed seeds in test/fuzz/<target>/.  New inputs go to
+# build-fuzz/corpus/, a crashing input to build-fuzz/crash/.
+FUZZ_BUILD := build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS := listxml cli_parse passwd
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -D_FILE_OFFSET_BITS=64 -DFUSE_USE_VERSION=314 \
+	-D_GNU_SOURCE -DHOARDFS_VERSION='"$(VERSION)"' $(WARN) -Iinclude -Isrc \
+	$(PKG_CFLAGS) -O1 -g -pthread -MMD -MP $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(sort \
+	src/cli/options.c src/cli/creds.c $(wildcard src/client/*.c) \
+	$(wildcard src/util/*.c)))
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_BUILD)/libfuzz.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfuzz.a
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: $(FUZZ_BIN)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crash; \
+		log=$(FUZZ_BUILD)/fuzz_$$t.log; \
+		if $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+			-timeout=10 -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_BUILD)/crash/$$t- \
+			$(FUZZ_BUILD)/corpus/$$t test/fuzz/$$t >$$log 2>&1; then \
+			echo "== fuzz $$t: $$(sed -n 's/^stat::number_of_executed_units: *//p' $$log) runs in $(FUZZ_SECONDS)s, no crash"; \
+		else \
+			tail -60 $$log; echo "== fuzz $$t: FAILED, input in $(FUZZ_BUILD)/crash/"; \
+			exit 1; \
+		fi; \
+	done
 
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BUILD)/hoardfs
 
-LINT_SRC = $(wildcard src/*/*.c src/*/*.h include/hoardfs/*.h test/unit/*.c)
+LINT_SRC = $(wildcard src/*/*.c src/*/*.h include/hoardfs/*.h test/unit/*.c \
+	test/fuzz/*.c test/fuzz/*.h)
+LINT_SH = scripts/install-deps.sh scripts/demo.sh scripts/gates.sh \
+	scripts/mount.fuse.hoardfs scripts/modelarts/hoardfs-run.sh
 
 lint: deps
 	clang-format --dry-run --Werror $(LINT_SRC)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Iinclude -Isrc \
-		--suppress=missingIncludeSystem src test/unit
+		--suppress=missingIncludeSystem src test/unit test/fuzz
+	shellcheck -s sh $(LINT_SH)
 
 format:
 	clang-format -i $(LINT_SRC)
 
+# The helper runs hoardfs by absolute path: mount(8) gives helpers no PATH.
+install: $(BUILD)/hoardfs
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BUILD)/hoardfs $(DESTDIR)$(BINDIR)/hoardfs
+	sed 's|@BINDIR@|$(BINDIR)|g' scripts/mount.fuse.hoardfs \
+		>$(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs.tmp
+	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs.tmp
+	mv -f $(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs.tmp \
+		$(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs
+	install -m 0644 man/hoardfs.1 $(DESTDIR)$(MANDIR)/man1/hoardfs.1
+	install -m 0644 man/mount.fuse.hoardfs.8 \
+		$(DESTDIR)$(MANDIR)/man8/mount.fuse.hoardfs.8
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hoardfs \
+		$(DESTDIR)$(SBINDIR)/mount.fuse.hoardfs \
+		$(DESTDIR)$(MANDIR)/man1/hoardfs.1 \
+		$(DESTDIR)$(MANDIR)/man8/mount.fuse.hoardfs.8
+
 clean:
 	rm -rf build build-*
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)

@@ -6,11 +6,13 @@
 set -eu
 
 pkgs="build-essential pkg-config
-libfuse3-dev fuse3
+libfuse3-dev fuse3 mount
 libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev libjansson-dev
 libcmocka-dev
-clang-format cppcheck
-python3-pytest python3-boto3 python3-numpy
+clang-format cppcheck shellcheck
+clang libclang-rt-14-dev
+groff-base man-db
+python3-pytest python3-boto3 python3-numpy python3-yaml
 dataset-fashion-mnist
 attr"
 

@@ -17,6 +17,7 @@
 #include <fuse_lowlevel.h>
 
 #include "hoardfs/client.h"
+#include "hoardfs/idx.h"
 #include "hoardfs/sched.h"
 #include "hoardfs/store.h"
 
@@ -25,6 +26,10 @@ struct fs_config {
 	const char *prefix; /* key prefix mounted as the root: "" or "a/b/" */
 	int64_t metadata_ttl_sec; /* listing and attribute lifetime; -1 for
 				   * forever, 0 to ask the server every time */
+	int64_t negative_ttl_sec; /* how long the kernel may remember that a
+				   * name does not exist; -1 for forever */
+	unsigned prefetch_dir;	  /* files after an opened one, in listing
+				   * order, to fetch ahead (0: none) */
 	uid_t uid;		  /* owner of every file and directory */
 	gid_t gid;		  /* group of every file and directory */
 	mode_t file_mode;	  /* permission bits of files, e.g. 0444 */
@@ -34,13 +39,14 @@ struct fs_config {
 struct fs;
 
 /*
- * fs_new - the filesystem state for one mount.  @client and @store are
- * borrowed and must outlive it; strings in @cfg are copied.  The scheduler
+ * fs_new - the filesystem state for one mount.  @client, @store and @idx
+ * (where listings are kept across remounts) are borrowed and must outlive
+ * it; strings in @cfg are copied.  The scheduler
  * is attached later with fs_set_sched(), once the process has daemonized.
  * Returns 0 with *@out owning it, or -ENOMEM.
  */
 int fs_new(const struct fs_config *cfg, struct client *client,
-	   struct store *store, struct fs **out)
+	   struct store *store, struct idx *idx, struct fs **out)
 	__attribute__((warn_unused_result));
 
 /* fs_set_sched - attach the scheduler before the session loop starts. */

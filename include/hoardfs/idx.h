@@ -151,6 +151,26 @@ int idx_page_by_id(struct idx *x, int64_t after_id, size_t max,
 void idx_entries_clear(struct idx_entry *v, size_t n);
 
 /*
+ * idx_listing_put - store the serialized listing @body (@len bytes) of
+ * directory @prefix of @bucket, fetched at @fetched_sec (wall clock),
+ * replacing an older one.  The body's format is the caller's.
+ * Returns 0, -EFBIG for a body over 2 GiB, -ENOSPC or -EIO.
+ */
+int idx_listing_put(struct idx *x, const char *bucket, const char *prefix,
+		    int64_t fetched_sec, const void *body, size_t len)
+	__attribute__((warn_unused_result));
+
+/*
+ * idx_listing_get - the stored listing of @prefix in @bucket: its fetch
+ * time into *@fetched_sec and a malloc'd copy of its body into *@body
+ * (*@len bytes), which the caller frees.  Returns 0, -ENOENT when none is
+ * stored, -ENOMEM or -EIO.
+ */
+int idx_listing_get(struct idx *x, const char *bucket, const char *prefix,
+		    int64_t *fetched_sec, void **body, size_t *len)
+	__attribute__((warn_unused_result));
+
+/*
  * idx_stats - the number of objects recorded and the sum of their extent
  * bytes.  Returns 0 or -EIO.
  */

@@ -57,6 +57,8 @@ struct cli_options {
 	uint64_t part_size;	  /* bytes */
 	unsigned parallel;	  /* GETs in flight */
 	int64_t metadata_ttl_sec; /* -1 forever */
+	int64_t negative_ttl_sec; /* -1 forever, -2 unset: the metadata TTL */
+	unsigned prefetch_dir;	  /* --prefetch-dir N */
 	uid_t uid;
 	gid_t gid;
 	mode_t file_mode; /* permission bits */

@@ -70,6 +70,9 @@ int cli_passwd_parse(const char *text, size_t len, struct cli_credentials *c)
 			continue;
 		if (nf < 1 || nf > 2)
 			continue;
+		/* A NUL byte would silently cut a field short (strndup). */
+		if (memchr(f[0], '\0', (size_t)(le - f[0])))
+			continue;
 		c->access_key = trimmed(f[0], fe[0]);
 		c->secret_key = trimmed(f[1], fe[1]);
 		c->security_token = nf == 2 ? trimmed(f[2], fe[2]) : NULL;

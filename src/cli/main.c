@@ -179,7 +179,7 @@ static int setup_client(struct daemon *d)
  */
 static int replace_index(struct daemon *d)
 {
-	static const char *const side[] = { "-wal", "-shm" };
+	static const char *const side[] = {"-wal", "-shm"};
 	char aside[PATH_MAX], path[PATH_MAX];
 
 	snprintf(aside, sizeof(aside), "%s.corrupt-%lld", d->db_path,
@@ -289,6 +289,10 @@ static int setup_session(struct daemon *d)
 		.bucket = d->opt.bucket,
 		.prefix = d->opt.prefix,
 		.metadata_ttl_sec = d->opt.metadata_ttl_sec,
+		.negative_ttl_sec = d->opt.negative_ttl_sec == -2
+					    ? d->opt.metadata_ttl_sec
+					    : d->opt.negative_ttl_sec,
+		.prefetch_dir = d->opt.prefetch_dir,
 		.uid = d->opt.uid,
 		.gid = d->opt.gid,
 		.file_mode = d->opt.file_mode,
@@ -307,7 +311,7 @@ static int setup_session(struct daemon *d)
 			d->opt.mountpoint);
 		return CLI_EXIT_RUNTIME;
 	}
-	rc = fs_new(&cfg, d->client, d->store, &d->fs);
+	rc = fs_new(&cfg, d->client, d->store, d->idx, &d->fs);
 	if (rc != 0)
 		return CLI_EXIT_RUNTIME;
 	/* Read-only, checked by the kernel; named as the source in the

@@ -58,6 +58,11 @@ static const char usage_text[] =
 	"  --metadata-ttl SEC    how long listings and attributes are "
 	"trusted,\n"
 	"                        or 'forever' (default 60)\n"
+	"  --negative-ttl SEC    how long a missing name is remembered\n"
+	"                        (default: the metadata TTL)\n"
+	"  --prefetch-dir N      after a file is opened, fetch the next N "
+	"files\n"
+	"                        of its directory (default 0, at most 256)\n"
 	"\n"
 	"Files:\n"
 	"  --uid N, --gid N      owner of every file (default: the mounting "
@@ -115,6 +120,8 @@ enum opt_id {
 	OPT_PART_SIZE,
 	OPT_PARALLEL,
 	OPT_METADATA_TTL,
+	OPT_NEGATIVE_TTL,
+	OPT_PREFETCH_DIR,
 	OPT_UID,
 	OPT_GID,
 	OPT_UMASK,
@@ -150,6 +157,8 @@ static const struct opt_def opt_defs[] = {
 	{"part-size", 0, 1, OPT_PART_SIZE},
 	{"parallel", 0, 1, OPT_PARALLEL},
 	{"metadata-ttl", 0, 1, OPT_METADATA_TTL},
+	{"negative-ttl", 0, 1, OPT_NEGATIVE_TTL},
+	{"prefetch-dir", 0, 1, OPT_PREFETCH_DIR},
 	{"uid", 0, 1, OPT_UID},
 	{"gid", 0, 1, OPT_GID},
 	{"umask", 0, 1, OPT_UMASK},
@@ -312,6 +321,20 @@ static int apply(struct cli_options *o, const struct opt_def *d,
 				    "%s: '%s' is not a number from 1 to %d",
 				    shown, value, CLI_MAX_PARALLEL);
 		o->parallel = (unsigned)v;
+		return 0;
+	case OPT_NEGATIVE_TTL:
+		if (util_parse_seconds(value, &o->negative_ttl_sec) != 0)
+			return fail(err, errlen,
+				    "%s: '%s' is not a number of seconds or "
+				    "'forever'",
+				    shown, value);
+		return 0;
+	case OPT_PREFETCH_DIR:
+		if (parse_uint(value, 10, 256, &v) != 0)
+			return fail(err, errlen,
+				    "%s: '%s' is not a number from 0 to 256",
+				    shown, value);
+		o->prefetch_dir = (unsigned)v;
 		return 0;
 	case OPT_METADATA_TTL:
 		if (util_parse_seconds(value, &o->metadata_ttl_sec) != 0)
@@ -555,6 +578,7 @@ static void reset(struct cli_options *o)
 	o->cache_min_free.pct = CLI_DEFAULT_MIN_FREE_PCT;
 	o->parallel = CLI_DEFAULT_PARALLEL;
 	o->metadata_ttl_sec = CLI_DEFAULT_METADATA_TTL;
+	o->negative_ttl_sec = -2;
 	o->uid = getuid();
 	o->gid = getgid();
 	o->file_mode = 0444;

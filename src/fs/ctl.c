@@ -149,15 +149,16 @@ static char *ctl_child_key(const struct fs_inode *dir, const char *name)
 
 /*
  * Add the tree below @dir to @sum: its listing (cached while younger than
- * the TTL, else listed again), then each subdirectory through an inode
- * reference taken and given back, as readdirplus would.  Recursion depth
- * is bounded by the key length limit (1024 bytes, so 512 levels).
+ * the TTL, in memory or in the index, else listed again), then each
+ * subdirectory through an inode reference taken and given back, as
+ * readdirplus would.  Recursion depth is bounded by the key length limit
+ * (1024 bytes, so 512 levels).
  */
 static int ctl_sum_dir(struct fs *fs, struct fs_inode *dir,
 		       struct ctl_summary *sum)
 {
 	struct fs_listing *l;
-	int rc = fs_listing_get(fs, dir, &l);
+	int rc = fs_listing_get(fs, dir, 1, &l);
 
 	if (rc != 0)
 		return rc;
@@ -168,7 +169,8 @@ static int ctl_sum_dir(struct fs *fs, struct fs_inode *dir,
 		char *key;
 
 		if (c->is_dir) {
-			struct fs_inode *sub = fs_inode_ref(fs, dir, l, c);
+			struct fs_inode *sub =
+				fs_inode_ref(fs, dir, l->fetched_ms, c);
 
 			if (!sub) {
 				rc = -ENOMEM;

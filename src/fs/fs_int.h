@@ -14,6 +14,10 @@
 /* Longest name one directory entry may have (Linux NAME_MAX). */
 #define FS_NAME_MAX 255
 
+/* Lookups in a directory without a listing answered by a LIST of the
+ * name and a HEAD before the whole directory is listed instead. */
+#define FS_TARGETED_LOOKUPS 2
+
 /* Buckets of the key -> inode table; chains grow past this gracefully. */
 #define FS_TABLE_SIZE 65536
 
@@ -32,10 +36,12 @@ struct fs_child {
  * Invariant: v sorted by strcmp(name), names unique.
  */
 struct fs_listing {
-	unsigned refs;	    /* fs->lock */
-	size_t n;	    /* children */
-	struct fs_child *v; /* owned array */
-	int64_t fetched_ms; /* util_mono_ms() when the LIST began */
+	unsigned refs;		/* fs->lock */
+	size_t n;		/* children */
+	struct fs_child *v;	/* owned array */
+	int64_t fetched_ms;	/* util_mono_ms() when the LIST began */
+	size_t prefetched_upto; /* fs->lock: children before this index were
+				 * handed to --prefetch-dir */
 };
 
 /*
@@ -55,16 +61,20 @@ struct fs_inode {
 	char *opened_etag; /* fs->lock: ETag at the last open, for keep_cache */
 	uint64_t nlookup;  /* fs->lock: the kernel's lookup count */
 	struct fs_listing *listing; /* fs->lock: cached listing or NULL */
-	int listing_busy; /* fs->lock: a LIST for this dir is in flight */
+	int listing_busy;  /* fs->lock: a LIST for this dir is in flight */
+	unsigned targeted; /* fs->lock: targeted lookups done in this dir */
+	struct fs_inode *parent;     /* the directory it was looked up in; the
+				      * kernel keeps it alive while this is */
 	struct fs_inode *table_next; /* fs->lock: hash chain by key */
 };
 
 struct fs {
-	struct fs_config cfg;	  /* strings owned (bucket, prefix) */
-	struct client *client;	  /* borrowed */
-	struct store *store;	  /* borrowed */
-	struct sched *sched;	  /* borrowed, set before the loop */
-	pthread_mutex_t lock;	  /* the table, inode fields, listings */
+	struct fs_config cfg;  /* strings owned (bucket, prefix) */
+	struct client *client; /* borrowed */
+	struct store *store;   /* borrowed */
+	struct idx *idx;       /* borrowed: listings survive a remount there */
+	struct sched *sched;   /* borrowed, set before the loop */
+	pthread_mutex_t lock;  /* the table, inode fields, listings */
 	pthread_cond_t list_cond; /* lock: some listing_busy was cleared */
 	struct fs_inode *root;	  /* FUSE_ROOT_ID */
 	struct fs_inode **table;  /* FS_TABLE_SIZE chains by key */
@@ -80,12 +90,24 @@ struct fs_inode *fs_inode_of(struct fs *fs, fuse_ino_t ino);
 /*
  * fs_listing_get - the listing of directory @dir, from the cache while it
  * is younger than the metadata TTL, else from the server (one LIST per
- * 1000 entries; concurrent callers share one fetch).  Returns 0 with
- * *@out holding a reference (drop with fs_listing_put()), or -errno from
- * the client.  Blocks on the network when the cache is stale.
+ * 1000 entries; concurrent callers share one fetch).  A listing stored in
+ * the index younger than the TTL counts as cached.  Returns 0 with *@out
+ * holding a reference (drop with fs_listing_put()), -EAGAIN when only a
+ * LIST could answer and @may_fetch is 0, or -errno from the client.
+ * Blocks on the network when the cache is stale.
  */
-int fs_listing_get(struct fs *fs, struct fs_inode *dir,
+int fs_listing_get(struct fs *fs, struct fs_inode *dir, int may_fetch,
 		   struct fs_listing **out);
+
+/*
+ * fs_lookup - the child @name of directory @dir, with its lookup count
+ * raised by one, into *@out.  From the listing when there is one; the
+ * first FS_TARGETED_LOOKUPS lookups in a directory without one use a LIST
+ * of "name/" and a HEAD instead of listing the directory.
+ * Returns 0, -ENOENT, -ENOMEM, or -errno from the client.
+ */
+int fs_lookup(struct fs *fs, struct fs_inode *dir, const char *name,
+	      struct fs_inode **out);
 
 /* fs_listing_put - drop a listing reference; NULL is a no-op. */
 void fs_listing_put(struct fs *fs, struct fs_listing *l);
@@ -97,12 +119,11 @@ const struct fs_child *fs_listing_find(const struct fs_listing *l,
 /*
  * fs_inode_ref - the inode of child @c of directory @dir, created if it is
  * new, with its attributes refreshed from @c and its lookup count raised
- * by one; @l is the listing @c belongs to.  Returns NULL when out of
- * memory.
+ * by one; @listed_ms is when @c was listed (util_mono_ms()).  Returns
+ * NULL when out of memory.
  */
 struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
-			      const struct fs_listing *l,
-			      const struct fs_child *c);
+			      int64_t listed_ms, const struct fs_child *c);
 
 /*
  * fs_inode_revalidate - when the attributes of file @ino are older than
@@ -111,6 +132,16 @@ struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
  * the cached version is then used), or -ENOENT when the object is gone.
  */
 int fs_inode_revalidate(struct fs *fs, struct fs_inode *ino);
+
+/* Most files --prefetch-dir hands over per open (the option's limit). */
+#define FS_PREFETCH_MAX 256
+
+/*
+ * fs_prefetch_after - with --prefetch-dir N, queue the fetch of the N
+ * files that follow file @ino in its directory's listing (each only once
+ * per listing), as epoch loaders read them next.  Blocks on the index.
+ */
+void fs_prefetch_after(struct fs *fs, struct fs_inode *ino);
 
 /* fs_inode_forget - lower the lookup count by @n; frees at zero. */
 void fs_inode_forget(struct fs *fs, fuse_ino_t ino, uint64_t n);
@@ -121,6 +152,9 @@ void fs_attr_locked(const struct fs *fs, const struct fs_inode *ino,
 
 /* fs_ttl_sec - the kernel entry/attr timeout for the metadata TTL. */
 double fs_ttl_sec(const struct fs *fs);
+
+/* fs_negative_ttl_sec - the kernel timeout of a negative entry. */
+double fs_negative_ttl_sec(const struct fs *fs);
 
 /*
  * fs_ctl_getxattr - answer @name on @ino when it is one of the control

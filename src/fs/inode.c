@@ -25,6 +25,7 @@
  * lookup count drops to zero.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,13 @@ double fs_ttl_sec(const struct fs *fs)
 	if (fs->cfg.metadata_ttl_sec < 0)
 		return FS_TTL_FOREVER_SEC;
 	return (double)fs->cfg.metadata_ttl_sec;
+}
+
+double fs_negative_ttl_sec(const struct fs *fs)
+{
+	if (fs->cfg.negative_ttl_sec < 0)
+		return FS_TTL_FOREVER_SEC;
+	return (double)fs->cfg.negative_ttl_sec;
 }
 
 struct fs_inode *fs_inode_of(struct fs *fs, fuse_ino_t ino)
@@ -244,6 +252,174 @@ static int listing_fetch(struct fs *fs, const char *dir_key,
 	return 0;
 }
 
+/*
+ * The listing cache in the index: a body is LISTING_MAGIC, then per child
+ * a u8 is_dir, u64 size, i64 mtime, u16 name length, the name, u16 ETag
+ * length and the ETag, in host byte order (the cache never leaves this
+ * machine).
+ */
+#define LISTING_MAGIC "HFL1"
+
+struct wbuf {
+	char *p;
+	size_t len, cap;
+	int failed;
+};
+
+static void wput(struct wbuf *b, const void *data, size_t n)
+{
+	if (b->failed)
+		return;
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *p;
+
+		while (cap < b->len + n)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->failed = 1;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, n);
+	b->len += n;
+}
+
+static void wstr(struct wbuf *b, const char *s)
+{
+	uint16_t n = (uint16_t)(s ? strlen(s) : 0);
+
+	wput(b, &n, sizeof(n));
+	wput(b, s, n);
+}
+
+/* Store @l for a remount; a failure only costs a LIST later. */
+static void listing_save(struct fs *fs, const char *dir_key,
+			 const struct fs_listing *l, int64_t fetched_sec)
+{
+	struct wbuf b = {0};
+
+	wput(&b, LISTING_MAGIC, 4);
+	for (size_t i = 0; i < l->n; i++) {
+		const struct fs_child *c = &l->v[i];
+		uint8_t dir = (uint8_t)c->is_dir;
+
+		wput(&b, &dir, 1);
+		wput(&b, &c->size, sizeof(c->size));
+		wput(&b, &c->mtime_sec, sizeof(c->mtime_sec));
+		wstr(&b, c->name);
+		wstr(&b, c->etag);
+	}
+	if (!b.failed && fs->idx &&
+	    idx_listing_put(fs->idx, fs->cfg.bucket, dir_key, fetched_sec, b.p,
+			    b.len) != 0)
+		log_debug("listing of s3://%s/%s not stored", fs->cfg.bucket,
+			  dir_key);
+	free(b.p);
+}
+
+/* Read a counted string at *@p (below @end) into a new allocation. */
+static char *rstr(const char **p, const char *end)
+{
+	uint16_t n;
+	char *s;
+
+	if ((size_t)(end - *p) < sizeof(n))
+		return NULL;
+	memcpy(&n, *p, sizeof(n));
+	*p += sizeof(n);
+	if ((size_t)(end - *p) < n)
+		return NULL;
+	s = strndup(*p, n);
+	*p += n;
+	return s;
+}
+
+/* Decode a stored listing; NULL when malformed or out of memory. */
+static struct fs_listing *listing_decode(const char *p, size_t len)
+{
+	const char *end = p + len;
+	struct fs_listing *l;
+	size_t cap = 0;
+
+	if (len < 4 || memcmp(p, LISTING_MAGIC, 4) != 0)
+		return NULL;
+	p += 4;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->refs = 1;
+	while (p < end) {
+		struct fs_child c = {0};
+		uint8_t dir;
+
+		if ((size_t)(end - p) <
+		    1 + sizeof(c.size) + sizeof(c.mtime_sec))
+			goto bad;
+		memcpy(&dir, p, 1);
+		memcpy(&c.size, p + 1, sizeof(c.size));
+		memcpy(&c.mtime_sec, p + 1 + sizeof(c.size),
+		       sizeof(c.mtime_sec));
+		p += 1 + sizeof(c.size) + sizeof(c.mtime_sec);
+		c.is_dir = dir;
+		c.name = rstr(&p, end);
+		c.etag = rstr(&p, end);
+		if (c.etag && !c.etag[0]) {
+			free(c.etag);
+			c.etag = NULL;
+		}
+		if (l->n == cap) {
+			struct fs_child *v;
+
+			cap = cap ? 2 * cap : 64;
+			v = realloc(l->v, cap * sizeof(*v));
+			if (!v) {
+				child_clear(&c);
+				goto bad;
+			}
+			l->v = v;
+		}
+		l->v[l->n++] = c;
+		if (!c.name || (!c.is_dir && !c.etag))
+			goto bad;
+	}
+	return l;
+bad:
+	for (size_t i = 0; i < l->n; i++)
+		child_clear(&l->v[i]);
+	free(l->v);
+	free(l);
+	return NULL;
+}
+
+/* The stored listing of @dir_key when it is younger than the TTL. */
+static struct fs_listing *listing_load(struct fs *fs, const char *dir_key)
+{
+	struct fs_listing *l;
+	int64_t fetched = 0, age;
+	void *body = NULL;
+	size_t len = 0;
+
+	if (!fs->idx || fs->cfg.metadata_ttl_sec == 0 ||
+	    idx_listing_get(fs->idx, fs->cfg.bucket, dir_key, &fetched, &body,
+			    &len) != 0)
+		return NULL;
+	age = util_now_sec() - fetched;
+	if (age < 0 ||
+	    (fs->cfg.metadata_ttl_sec > 0 && age >= fs->cfg.metadata_ttl_sec)) {
+		free(body);
+		return NULL;
+	}
+	l = listing_decode(body, len);
+	free(body);
+	if (l)
+		l->fetched_ms = util_mono_ms() - age * 1000;
+	return l;
+}
+
 static int listing_fresh(const struct fs *fs, const struct fs_listing *l)
 {
 	if (!l)
@@ -253,7 +429,8 @@ static int listing_fresh(const struct fs *fs, const struct fs_listing *l)
 	return util_mono_ms() - l->fetched_ms < fs->cfg.metadata_ttl_sec * 1000;
 }
 
-int fs_listing_get(struct fs *fs, struct fs_inode *dir, struct fs_listing **out)
+int fs_listing_get(struct fs *fs, struct fs_inode *dir, int may_fetch,
+		   struct fs_listing **out)
 {
 	struct fs_listing *l = NULL, *old;
 	int rc;
@@ -273,7 +450,19 @@ int fs_listing_get(struct fs *fs, struct fs_inode *dir, struct fs_listing **out)
 	dir->listing_busy = 1;
 	pthread_mutex_unlock(&fs->lock);
 
-	rc = listing_fetch(fs, dir->key, &l);
+	/* Not in memory: a remount may find it in the index. */
+	l = dir->listing ? NULL : listing_load(fs, dir->key);
+	if (l) {
+		rc = 0;
+	} else if (!may_fetch) {
+		rc = -EAGAIN;
+	} else {
+		int64_t fetched_sec = util_now_sec();
+
+		rc = listing_fetch(fs, dir->key, &l);
+		if (rc == 0)
+			listing_save(fs, dir->key, l, fetched_sec);
+	}
 
 	pthread_mutex_lock(&fs->lock);
 	dir->listing_busy = 0;
@@ -287,6 +476,76 @@ int fs_listing_get(struct fs *fs, struct fs_inode *dir, struct fs_listing **out)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	fs_listing_put(fs, old);
+	return rc;
+}
+
+/*
+ * Find @name in a directory that has no listing yet, with two small
+ * requests instead of listing the whole directory (mountpoint-s3 does the
+ * same): a LIST of "name/" with max-keys 1 says whether it is a directory
+ * (a marker object or any key below), else a HEAD says whether it is a
+ * file.  A deep path on a cold mount then costs two requests per level,
+ * however large each parent directory is.
+ */
+static int lookup_targeted(struct fs *fs, struct fs_inode *dir,
+			   const char *name, struct fs_inode **out)
+{
+	struct client_list_page page = {0};
+	struct client_object_meta meta;
+	struct fs_child c = {.name = (char *)name};
+	char *key = NULL, *prefix = NULL;
+	int rc;
+
+	if (asprintf(&key, "%s%s", dir->key, name) < 0 ||
+	    asprintf(&prefix, "%s%s/", dir->key, name) < 0) {
+		free(key);
+		return -ENOMEM;
+	}
+	rc = client_list(fs->client, prefix, "/", NULL, 1, &page, NULL);
+	if (rc == 0 && page.n > 0) {
+		c.is_dir = 1;
+	} else if (rc == 0) {
+		rc = client_head(fs->client, key, &meta, NULL);
+		if (rc == 0) {
+			c.size = meta.size;
+			c.mtime_sec = meta.mtime_sec;
+			c.etag = meta.etag;
+		}
+	}
+	client_list_page_clear(&page);
+	if (rc == 0) {
+		*out = fs_inode_ref(fs, dir, util_mono_ms(), &c);
+		rc = *out ? 0 : -ENOMEM;
+	}
+	free(key);
+	free(prefix);
+	return rc;
+}
+
+int fs_lookup(struct fs *fs, struct fs_inode *dir, const char *name,
+	      struct fs_inode **out)
+{
+	const struct fs_child *c;
+	struct fs_listing *l;
+	int may_target, rc;
+
+	/* The first few lookups in a directory with no listing are
+	 * targeted; after that a loader is walking it, and one listing per
+	 * 1000 names is cheaper than two requests per name. */
+	pthread_mutex_lock(&fs->lock);
+	may_target = !dir->listing && dir->targeted < FS_TARGETED_LOOKUPS;
+	if (may_target)
+		dir->targeted++;
+	pthread_mutex_unlock(&fs->lock);
+	rc = fs_listing_get(fs, dir, !may_target, &l);
+	if (rc == -EAGAIN)
+		return lookup_targeted(fs, dir, name, out);
+	if (rc != 0)
+		return rc;
+	c = fs_listing_find(l, name);
+	*out = c ? fs_inode_ref(fs, dir, l->fetched_ms, c) : NULL;
+	rc = !c ? -ENOENT : *out ? 0 : -ENOMEM;
+	fs_listing_put(fs, l);
 	return rc;
 }
 
@@ -315,8 +574,7 @@ static char *child_key(const struct fs_inode *dir, const struct fs_child *c)
 }
 
 struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
-			      const struct fs_listing *l,
-			      const struct fs_child *c)
+			      int64_t listed_ms, const struct fs_child *c)
 {
 	char *key = child_key(dir, c), *etag = NULL;
 	struct fs_inode *ino;
@@ -350,7 +608,8 @@ struct fs_inode *fs_inode_ref(struct fs *fs, struct fs_inode *dir,
 	}
 	ino->size = c->size;
 	ino->mtime_sec = c->mtime_sec;
-	ino->listed_ms = l->fetched_ms;
+	ino->listed_ms = listed_ms;
+	ino->parent = dir;
 	free(ino->etag);
 	ino->etag = etag;
 	ino->nlookup++;
@@ -403,7 +662,7 @@ void fs_attr_locked(const struct fs *fs, const struct fs_inode *ino,
 }
 
 int fs_new(const struct fs_config *cfg, struct client *client,
-	   struct store *store, struct fs **out)
+	   struct store *store, struct idx *idx, struct fs **out)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 
@@ -414,6 +673,7 @@ int fs_new(const struct fs_config *cfg, struct client *client,
 	fs->cfg.prefix = strdup(cfg->prefix);
 	fs->client = client;
 	fs->store = store;
+	fs->idx = idx;
 	fs->start_sec = util_now_sec();
 	fs->table = calloc(FS_TABLE_SIZE, sizeof(*fs->table));
 	fs->root = calloc(1, sizeof(*fs->root));
@@ -491,4 +751,68 @@ int fs_inode_revalidate(struct fs *fs, struct fs_inode *ino)
 	ino->listed_ms = now;
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
+}
+
+/* Name of the last path segment of @key (a file key: no trailing '/'). */
+static const char *key_base(const char *key)
+{
+	const char *slash = strrchr(key, '/');
+
+	return slash ? slash + 1 : key;
+}
+
+void fs_prefetch_after(struct fs *fs, struct fs_inode *ino)
+{
+	struct {
+		char *key, *etag;
+		uint64_t size;
+		int64_t mtime_sec;
+	} next[FS_PREFETCH_MAX];
+	struct fs_listing *l;
+	const struct fs_child *c;
+	size_t n = 0, i, end;
+
+	if (!fs->cfg.prefetch_dir || !ino->parent)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	l = ino->parent->listing;
+	c = l ? fs_listing_find(l, key_base(ino->key)) : NULL;
+	if (!c) {
+		pthread_mutex_unlock(&fs->lock);
+		return;
+	}
+	/* Each child is handed over once per listing, however many of the
+	 * files before it are opened. */
+	i = (size_t)(c - l->v) + 1;
+	end = i + fs->cfg.prefetch_dir;
+	if (end > l->n)
+		end = l->n;
+	if (i < l->prefetched_upto)
+		i = l->prefetched_upto;
+	if (end > l->prefetched_upto)
+		l->prefetched_upto = end;
+	for (; i < end && n < FS_PREFETCH_MAX; i++) {
+		if (l->v[i].is_dir)
+			continue;
+		if (asprintf(&next[n].key, "%s%s", ino->parent->key,
+			     l->v[i].name) < 0)
+			break;
+		next[n].etag = strdup(l->v[i].etag);
+		next[n].size = l->v[i].size;
+		next[n].mtime_sec = l->v[i].mtime_sec;
+		n++;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	for (i = 0; i < n; i++) {
+		struct sched_obj *o;
+
+		/* Opening queues every missing part as read-ahead; the
+		 * queue keeps the object alive after this put. */
+		if (next[i].etag &&
+		    sched_obj_open(fs->sched, next[i].key, next[i].etag,
+				   next[i].size, next[i].mtime_sec, &o) == 0)
+			sched_obj_put(o);
+		free(next[i].key);
+		free(next[i].etag);
+	}
 }

@@ -18,6 +18,9 @@
 
 /* Extended attribute names, in listxattr order (documented in the man
  * page).  The user namespace is what getfattr shows by default. */
+/* Background requests the kernel may queue (see op_init). */
+#define FS_MAX_BACKGROUND 64
+
 #define XATTR_KEY    "user.hoardfs.key"
 #define XATTR_ETAG   "user.hoardfs.etag"
 #define XATTR_SIZE   "user.hoardfs.size"
@@ -70,15 +73,18 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
 	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	/* The kernel's default of 12 background requests (read-ahead and
+	 * async reads) starves 8 parallel readers of many files; readers
+	 * here wait on the network, not on our CPU, so allow many more. */
+	conn->max_background = FS_MAX_BACKGROUND;
+	conn->congestion_threshold = FS_MAX_BACKGROUND * 3 / 4;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
 	struct fs_inode *dir = fs_inode_of(fs, parent), *ino;
-	const struct fs_child *c;
 	struct fuse_entry_param e;
-	struct fs_listing *l;
 	int rc;
 
 	if (!dir->is_dir) {
@@ -89,25 +95,17 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENAMETOOLONG);
 		return;
 	}
-	rc = fs_listing_get(fs, dir, &l);
-	if (rc != 0) {
-		fuse_reply_err(req, read_errno(rc));
-		return;
-	}
-	c = fs_listing_find(l, name);
-	if (!c) {
+	rc = fs_lookup(fs, dir, name, &ino);
+	if (rc == -ENOENT) {
 		/* A zero ino with a timeout is a negative entry the kernel
-		 * caches for as long as the listing is trusted. */
+		 * caches for --negative-ttl. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs_ttl_sec(fs);
-		fs_listing_put(fs, l);
+		e.entry_timeout = fs_negative_ttl_sec(fs);
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	ino = fs_inode_ref(fs, dir, l, c);
-	fs_listing_put(fs, l);
-	if (!ino) {
-		fuse_reply_err(req, ENOMEM);
+	if (rc != 0) {
+		fuse_reply_err(req, read_errno(rc));
 		return;
 	}
 	fill_entry(fs, ino, &e);
@@ -156,7 +154,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino_nr,
 	}
 	/* The handle keeps the listing it opened with, so offsets stay
 	 * meaningful even if the directory is listed again meanwhile. */
-	rc = fs_listing_get(fs, dir, &l);
+	rc = fs_listing_get(fs, dir, 1, &l);
 	if (rc != 0) {
 		fuse_reply_err(req, read_errno(rc));
 		return;
@@ -212,7 +210,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino_nr, size_t size,
 		if (need > size - used)
 			break;
 		if (c) {
-			ino = fs_inode_ref(fs, dir, l, c);
+			ino = fs_inode_ref(fs, dir, l->fetched_ms, c);
 			if (!ino)
 				break;
 			fill_entry(fs, ino, &e);
@@ -290,6 +288,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino_nr,
 	fi->fh = (uint64_t)(uintptr_t)o;
 	if (fuse_reply_open(req, fi) != 0)
 		sched_obj_put(o);
+	fs_prefetch_after(fs, ino);
 }
 
 /* The cache cannot hold these bytes now: fetch them for this read alone,

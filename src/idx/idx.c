@@ -79,11 +79,19 @@ static const struct idx_migration idx_migrations[] = {
 	    " off INTEGER NOT NULL,"
 	    " end INTEGER NOT NULL,"
 	    " PRIMARY KEY(object_id, off)) WITHOUT ROWID;"},
+	/* Directory listings, so a remount within the metadata TTL needs no
+	 * LIST; the body's format belongs to the filesystem layer. */
+	{2, "CREATE TABLE listings("
+	    " bucket TEXT NOT NULL,"
+	    " prefix BLOB NOT NULL,"
+	    " fetched INTEGER NOT NULL," /* wall-clock seconds */
+	    " body BLOB NOT NULL,"
+	    " PRIMARY KEY(bucket, prefix)) WITHOUT ROWID;"},
 };
 
 #define IDX_N_MIGRATIONS (sizeof(idx_migrations) / sizeof(idx_migrations[0]))
 /* The schema this build writes: the last step's version. */
-#define IDX_SCHEMA_VERSION 1
+#define IDX_SCHEMA_VERSION 2
 
 _Static_assert(IDX_N_MIGRATIONS == IDX_SCHEMA_VERSION,
 	       "one migration step per schema version");
@@ -106,6 +114,8 @@ enum idx_stmt_id {
 	IDX_ST_STATS,		/* object count and extent bytes */
 	IDX_ST_PAGE_LRU,	/* objects by (atime, id), after a cursor */
 	IDX_ST_PAGE_ID,		/* objects by id, after a cursor */
+	IDX_ST_LISTING_GET,	/* a directory listing by (bucket, prefix) */
+	IDX_ST_LISTING_PUT,	/* insert or replace one */
 	IDX_ST_COUNT
 };
 
@@ -155,6 +165,10 @@ static const char *const idx_stmt_sql[IDX_ST_COUNT] = {
 			   " (SELECT coalesce(sum(end - off), 0) FROM extents"
 			   "  WHERE object_id = objects.id)"
 			   " FROM objects WHERE id > ?2 ORDER BY id LIMIT ?3",
+	[IDX_ST_LISTING_GET] = "SELECT fetched, body FROM listings"
+			       " WHERE bucket = ?1 AND prefix = ?2",
+	[IDX_ST_LISTING_PUT] = "INSERT OR REPLACE INTO listings(bucket, prefix,"
+			       " fetched, body) VALUES (?1, ?2, ?3, ?4)",
 };
 
 /*
@@ -1032,4 +1046,72 @@ int idx_page_by_id(struct idx *x, int64_t after_id, size_t max,
 		   struct idx_entry *out, size_t *n)
 {
 	return idx_page(x, IDX_ST_PAGE_ID, 0, after_id, max, out, n);
+}
+
+int idx_listing_put(struct idx *x, const char *bucket, const char *prefix,
+		    int64_t fetched_sec, const void *body, size_t len)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (len > INT32_MAX)
+		return -EFBIG;
+	idx_lock(x);
+	st = x->st[IDX_ST_LISTING_PUT];
+	if (sqlite3_bind_text(st, 1, bucket, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_blob(st, 2, prefix, (int)strlen(prefix),
+			      SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_int64(st, 3, fetched_sec) != SQLITE_OK ||
+	    sqlite3_bind_blob(st, 4, body, (int)len, SQLITE_STATIC) !=
+		    SQLITE_OK) {
+		idx_release(st);
+		rc = idx_bind_failed(x, "store listing");
+	} else {
+		rc = idx_step_done(x, IDX_ST_LISTING_PUT, "store listing");
+	}
+	idx_unlock(x);
+	return rc;
+}
+
+int idx_listing_get(struct idx *x, const char *bucket, const char *prefix,
+		    int64_t *fetched_sec, void **body, size_t *len)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*body = NULL;
+	*len = 0;
+	idx_lock(x);
+	st = x->st[IDX_ST_LISTING_GET];
+	if (sqlite3_bind_text(st, 1, bucket, -1, SQLITE_STATIC) != SQLITE_OK ||
+	    sqlite3_bind_blob(st, 2, prefix, (int)strlen(prefix),
+			      SQLITE_STATIC) != SQLITE_OK) {
+		idx_release(st);
+		rc = idx_bind_failed(x, "load listing");
+		goto out;
+	}
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE) {
+		rc = -ENOENT;
+	} else if (rc != SQLITE_ROW) {
+		rc = idx_errno(x, rc, "load listing");
+	} else {
+		int n = sqlite3_column_bytes(st, 1);
+		const void *p = sqlite3_column_blob(st, 1);
+
+		*fetched_sec = sqlite3_column_int64(st, 0);
+		*body = malloc(n > 0 ? (size_t)n : 1);
+		if (!*body) {
+			rc = -ENOMEM;
+		} else {
+			if (n > 0)
+				memcpy(*body, p, (size_t)n);
+			*len = (size_t)n;
+			rc = 0;
+		}
+	}
+	idx_release(st);
+out:
+	idx_unlock(x);
+	return rc;
 }

@@ -258,8 +258,7 @@ static int evict_key_locked_version(struct sched *s, const char *key,
 				return -EBUSY;
 			}
 			if (o->part[p] == PART_PRESENT)
-				*bytes += sched_part_end(o, p) -
-					  sched_part_off(o, p);
+				*bytes += sched_part_bytes(o, p);
 		}
 		/* Takes the present parts off s->cached_bytes. */
 		sched_obj_drop_parts_locked(o, 0);

@@ -53,7 +53,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "hoardfs/log.h"
@@ -81,7 +80,7 @@ uint64_t sched_part_end(const struct sched_obj *o, uint32_t p)
 	return end < o->size ? end : o->size;
 }
 
-static uint64_t part_bytes(const struct sched_obj *o, uint32_t p)
+uint64_t sched_part_bytes(const struct sched_obj *o, uint32_t p)
 {
 	return sched_part_end(o, p) - sched_part_off(o, p);
 }
@@ -146,7 +145,7 @@ void sched_obj_drop_parts_locked(struct sched_obj *o, int requeue)
 {
 	for (uint32_t p = 0; p < o->nparts; p++) {
 		if (o->part[p] == PART_PRESENT)
-			o->s->cached_bytes -= part_bytes(o, p);
+			o->s->cached_bytes -= sched_part_bytes(o, p);
 		if (o->part[p] == PART_PRESENT || o->part[p] == PART_FAILED)
 			o->part[p] = requeue ? PART_QUEUED : PART_ABSENT;
 	}
@@ -171,7 +170,7 @@ static struct sched_obj *pending_pop_locked(struct sched *s)
 	return sched_obj_unref_locked(o);
 }
 
-static int demand_push_locked(struct sched *s, struct sched_obj *o, uint32_t p)
+int sched_demand_push_locked(struct sched *s, struct sched_obj *o, uint32_t p)
 {
 	struct demand *d = malloc(sizeof(*d));
 
@@ -282,8 +281,8 @@ static int fetch_part(struct sched_obj *o, uint32_t p, uint64_t *bytes)
 	uint64_t off = sched_part_off(o, p);
 	int rc;
 
-	rc = client_get(o->s->client, o->key, off, part_bytes(o, p), o->etag,
-			fetch_body, &sink, NULL, NULL);
+	rc = client_get(o->s->client, o->key, off, sched_part_bytes(o, p),
+			o->etag, fetch_body, &sink, NULL, NULL);
 	*bytes = sink.bytes;
 	return rc;
 }
@@ -308,9 +307,10 @@ static int commit_push_locked(struct sched *s, struct sched_obj *o,
 	return 0;
 }
 
-/* Publish the outcome of fetching part @p of @o (s->lock held). */
+/* Publish the outcome of fetching part @p of @o (s->lock held); @written
+ * says a transfer into the data file was attempted. */
 static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
-			     int rc)
+			     int rc, int written)
 {
 	if (rc == 0)
 		rc = commit_push_locked(s, o, sched_part_off(o, p),
@@ -318,7 +318,7 @@ static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
 	if (rc == 0) {
 		o->part[p] = PART_PRESENT;
 		o->fetched++;
-		s->cached_bytes += part_bytes(o, p);
+		s->cached_bytes += sched_part_bytes(o, p);
 		s->stats.parts_fetched++;
 		if (++o->present == o->nparts) {
 			atomic_store(&o->complete, 1);
@@ -328,8 +328,15 @@ static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
 		o->part[p] = PART_FAILED;
 		o->part_err[p] = rc;
 		s->stats.fetch_errors++;
-		if (rc == -ENOSPC || rc == -EDQUOT)
+		if (rc == -EDQUOT)
+			o->part_err[p] = rc = -ENOSPC;
+		if (rc == -ENOSPC && written) {
+			/* The disk filled under a transfer: every later part
+			 * of this object would pay a wasted GET, so read it
+			 * straight from the store until it is closed. */
+			o->bypass = 1;
 			sched_evict_kick_locked(s);
+		}
 	}
 	pthread_cond_broadcast(&o->cond);
 }
@@ -356,7 +363,7 @@ static void *worker_main(void *arg)
 				pthread_cond_wait(&s->work_cond, &s->lock);
 			continue;
 		}
-		need = part_bytes(o, p);
+		need = sched_part_bytes(o, p);
 		rc = sched_space_reserve_locked(s, need);
 		if (rc != 0 && !demanded) {
 			/* No room for read-ahead: leave the part for a
@@ -364,7 +371,7 @@ static void *worker_main(void *arg)
 			o->part[p] = PART_ABSENT;
 			pthread_cond_broadcast(&o->cond);
 		} else if (rc != 0) {
-			part_done_locked(s, o, p, rc);
+			part_done_locked(s, o, p, rc, 0);
 		} else {
 			s->inflight_bytes += need;
 			pthread_mutex_unlock(&s->lock);
@@ -372,7 +379,7 @@ static void *worker_main(void *arg)
 			pthread_mutex_lock(&s->lock);
 			s->inflight_bytes -= need;
 			s->stats.bytes_fetched += bytes;
-			part_done_locked(s, o, p, rc);
+			part_done_locked(s, o, p, rc, 1);
 		}
 		if (sched_obj_unref_locked(o)) {
 			pthread_mutex_unlock(&s->lock);
@@ -811,228 +818,4 @@ void sched_obj_put(struct sched_obj *o)
 	pthread_mutex_unlock(&s->lock);
 	if (o)
 		sched_obj_destroy(o);
-}
-
-int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
-{
-	struct sched *s = o->s;
-	uint64_t end;
-	uint32_t first, last;
-	int waited = 0, rc = 0;
-
-	if (len == 0 || off >= o->size)
-		return 0;
-	end = len > o->size - off ? o->size : off + len;
-	if (atomic_load(&o->complete)) {
-		pthread_mutex_lock(&s->lock);
-		s->stats.bytes_served_cached += end - off;
-		pthread_mutex_unlock(&s->lock);
-		return 0;
-	}
-	if (o->bypass)
-		return -ENOSPC;
-	first = (uint32_t)(off / s->cfg.part_size);
-	last = (uint32_t)((end - 1) / s->cfg.part_size);
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		int missing = 0;
-
-		for (uint32_t p = first; p <= last && rc == 0; p++) {
-			switch (o->part[p]) {
-			case PART_PRESENT:
-				break;
-			case PART_FAILED:
-				rc = o->part_err[p];
-				o->part[p] =
-					PART_ABSENT; /* next wait retries */
-				break;
-			case PART_ABSENT:
-			case PART_QUEUED:
-				rc = demand_push_locked(s, o, p);
-				missing = 1;
-				break;
-			default: /* DEMANDED or FETCHING */
-				missing = 1;
-				break;
-			}
-		}
-		if (rc != 0 || !missing)
-			break;
-		if (!waited && last + 1 < o->nparts)
-			o->cursor = last + 1; /* read ahead after the reader */
-		waited = 1;
-		if (atomic_load(&s->stopping)) {
-			rc = -ECANCELED;
-			break;
-		}
-		pthread_cond_wait(&o->cond, &s->lock);
-	}
-	if (rc == 0 && waited)
-		s->stats.bytes_served_fetched += end - off;
-	else if (rc == 0)
-		s->stats.bytes_served_cached += end - off;
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-/* How long a warm sleeps before looking at its parts again when no part
- * finished: a version replaced meanwhile (stale) is read ahead by nobody,
- * and nothing signals its waiters. */
-#define SCHED_WARM_RECHECK_MS 1000
-
-int sched_obj_wait_complete(struct sched_obj *o)
-{
-	struct sched *s = o->s;
-	struct timespec ts;
-	int rc = 0;
-
-	if (atomic_load(&o->complete))
-		return 0;
-	pthread_mutex_lock(&s->lock);
-	for (unsigned pass = 0;; pass++) {
-		int missing = 0;
-
-		if (o->bypass) {
-			rc = -ENOSPC;
-			break;
-		}
-		for (uint32_t p = 0; p < o->nparts && rc == 0; p++) {
-			switch (o->part[p]) {
-			case PART_PRESENT:
-				break;
-			case PART_FAILED:
-				if (pass > 0) {
-					/* Failed while we waited: report it;
-					 * the next wait tries again. */
-					rc = o->part_err[p];
-					o->part[p] = PART_ABSENT;
-					break;
-				}
-				/* An older failure: try it once more. */
-				/* fall through */
-			case PART_ABSENT:
-				/* Not queued (an older failure, or read-ahead
-				 * found no room): demand it, so that a lack
-				 * of room fails it with -ENOSPC. */
-				rc = demand_push_locked(s, o, p);
-				missing = 1;
-				break;
-			case PART_QUEUED:
-				/* Read-ahead takes it, after every part a
-				 * reader waits for; a stale version is read
-				 * ahead by nobody. */
-				if (o->stale)
-					rc = demand_push_locked(s, o, p);
-				missing = 1;
-				break;
-			default: /* DEMANDED or FETCHING */
-				missing = 1;
-				break;
-			}
-		}
-		if (rc != 0 || !missing)
-			break;
-		if (atomic_load(&s->stopping)) {
-			rc = -ECANCELED;
-			break;
-		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += SCHED_WARM_RECHECK_MS / 1000;
-		pthread_cond_timedwait(&o->cond, &s->lock, &ts);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return rc;
-}
-
-int sched_index_objects(struct sched *s, uint64_t *objects)
-{
-	uint64_t bytes;
-
-	return idx_stats(s->idx, objects, &bytes);
-}
-
-/* Copies a GET body into a caller's buffer. */
-struct direct_sink {
-	char *buf;
-	uint64_t off; /* object offset of buf[0] */
-	size_t len;   /* bytes copied */
-};
-
-static int direct_body(void *arg, uint64_t off, const void *buf, size_t len)
-{
-	struct direct_sink *d = arg;
-
-	memcpy(d->buf + (off - d->off), buf, len);
-	d->len = off - d->off + len;
-	return 0;
-}
-
-ssize_t sched_obj_read_direct(struct sched_obj *o, uint64_t off, size_t len,
-			      void *buf)
-{
-	struct direct_sink d = {.buf = buf, .off = off, .len = 0};
-	int rc;
-
-	if (off >= o->size || len == 0)
-		return 0;
-	if (len > o->size - off)
-		len = (size_t)(o->size - off);
-	rc = client_get(o->s->client, o->key, off, len, o->etag, direct_body,
-			&d, NULL, NULL);
-	if (rc != 0)
-		return rc;
-	pthread_mutex_lock(&o->s->lock);
-	o->s->stats.bytes_served_direct += d.len;
-	pthread_mutex_unlock(&o->s->lock);
-	return (ssize_t)d.len;
-}
-
-int sched_obj_fd(const struct sched_obj *o)
-{
-	return o->fd;
-}
-
-void sched_stats_get(struct sched *s, struct sched_stats *out)
-{
-	pthread_mutex_lock(&s->lock);
-	*out = s->stats;
-	out->cached_bytes = s->cached_bytes;
-	pthread_mutex_unlock(&s->lock);
-}
-
-int sched_cached_bytes(struct sched *s, const char *key, const char *etag,
-		       uint64_t *bytes, int *fetching)
-{
-	struct extent_set set;
-	struct idx_object row;
-	struct sched_obj *o;
-	int rc;
-
-	*bytes = 0;
-	*fetching = 0;
-	pthread_mutex_lock(&s->lock);
-	o = sched_table_find_locked(s, key);
-	if (o && strcmp(o->etag, etag) == 0) {
-		for (uint32_t p = 0; p < o->nparts; p++) {
-			if (o->part[p] == PART_PRESENT)
-				*bytes += part_bytes(o, p);
-			else if (o->part[p] != PART_FAILED &&
-				 o->part[p] != PART_ABSENT)
-				*fetching = 1;
-		}
-		pthread_mutex_unlock(&s->lock);
-		return 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-	rc = idx_object_lookup(s->idx, s->bucket, key, &row);
-	if (rc == -ENOENT || (rc == 0 && strcmp(row.etag, etag) != 0))
-		return 0;
-	if (rc != 0)
-		return rc;
-	extent_set_init(&set);
-	rc = idx_extents_load(s->idx, row.id, &set);
-	if (rc == 0)
-		*bytes = extent_set_bytes(&set);
-	extent_set_clear(&set);
-	return rc;
 }

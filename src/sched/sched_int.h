@@ -115,6 +115,9 @@ struct sched {
 
 /* Shared helpers of sched.c. */
 uint64_t sched_part_off(const struct sched_obj *o, uint32_t p);
+uint64_t sched_part_bytes(const struct sched_obj *o, uint32_t p);
+/* Put part @p of @o on the demand queue (s->lock held); -ENOMEM. */
+int sched_demand_push_locked(struct sched *s, struct sched_obj *o, uint32_t p);
 uint64_t sched_part_end(const struct sched_obj *o, uint32_t p);
 struct sched_obj *sched_table_find_locked(struct sched *s, const char *key);
 void sched_table_remove_locked(struct sched *s, struct sched_obj *o);

@@ -166,7 +166,7 @@ static void test_create_lookup_modes(void **state)
 						    -1, &st, NULL),
 				 SQLITE_OK);
 		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-		assert_int_equal(sqlite3_column_int(st, 0), 1);
+		assert_int_equal(sqlite3_column_int(st, 0), 2);
 		sqlite3_finalize(st);
 		assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode",
 						    -1, &st, NULL),
@@ -595,15 +595,56 @@ static void test_newer_schema(void **state)
 
 	assert_int_equal(idx_open(f->db, &x), 0);
 	idx_close(x);
-	db_exec(f->db, "PRAGMA user_version = 2");
+	db_exec(f->db, "PRAGMA user_version = 3");
 	x = (struct idx *)1;
 	assert_int_equal(idx_open(f->db, &x), -EPROTO);
 	assert_null(x);
 	db_exec(f->db, "PRAGMA user_version = -1");
 	assert_int_equal(idx_open(f->db, &x), -EPROTO);
 	/* Back to the current version, it opens again. */
-	db_exec(f->db, "PRAGMA user_version = 1");
+	db_exec(f->db, "PRAGMA user_version = 2");
 	assert_int_equal(idx_open(f->db, &x), 0);
+	idx_close(x);
+}
+
+static void test_listings_and_v1_migration(void **state)
+{
+	struct fixture *f = *state;
+	struct idx_object o;
+	struct idx *x = NULL;
+	int64_t at = 0;
+	void *body = NULL;
+	size_t len = 0;
+
+	/* A version-1 cache: no listings table yet, one object. */
+	assert_int_equal(idx_open(f->db, &x), 0);
+	assert_int_equal(
+		idx_object_set_version(x, "b", "k", "\"e\"", 5, 0, &o, NULL),
+		0);
+	idx_close(x);
+	db_exec(f->db, "DROP TABLE listings; PRAGMA user_version = 1");
+	assert_int_equal(idx_open(f->db, &x), 0);
+	assert_int_equal(idx_object_lookup(x, "b", "k", &o), 0);
+	assert_int_equal(idx_listing_get(x, "b", "d/", &at, &body, &len),
+			 -ENOENT);
+	assert_int_equal(idx_listing_put(x, "b", "d/", 1234, "abc\0def", 7), 0);
+	assert_int_equal(idx_listing_put(x, "b", "", 99, "", 0), 0);
+	assert_int_equal(idx_listing_get(x, "b", "d/", &at, &body, &len), 0);
+	assert_int_equal(at, 1234);
+	assert_int_equal(len, 7);
+	assert_memory_equal(body, "abc\0def", 7);
+	free(body);
+	/* Replaced, not duplicated. */
+	assert_int_equal(idx_listing_put(x, "b", "d/", 1300, "x", 1), 0);
+	assert_int_equal(idx_listing_get(x, "b", "d/", &at, &body, &len), 0);
+	assert_int_equal(at, 1300);
+	assert_int_equal(len, 1);
+	free(body);
+	assert_int_equal(idx_listing_get(x, "b", "", &at, &body, &len), 0);
+	assert_int_equal(len, 0);
+	free(body);
+	assert_int_equal(idx_listing_get(x, "other", "d/", &at, &body, &len),
+			 -ENOENT);
 	idx_close(x);
 }
 
@@ -833,6 +874,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pages, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_listings_and_v1_migration,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
