@@ -50,7 +50,9 @@ struct cli_options {
 	int foreground;	   /* -f or -d */
 	int debug;	   /* -d: FUSE debug and log level debug */
 	int log_level;	   /* enum log_level */
+
 	char *metrics_file; /* --metrics-file: Prometheus text, or NULL */
+
 	struct cli_size cache_size;	/* --cache-size; 0 bytes for no limit */
 	struct cli_size cache_min_free; /* --cache-min-free */
 	int ephemeral;		  /* --ephemeral: empty the cache at unmount */

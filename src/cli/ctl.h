@@ -15,8 +15,8 @@
 #define CTL_DEFAULT_JOBS 8
 /* Each job holds one of the daemon's 64 FUSE threads for a whole fetch;
  * half of them stay free for the readers the warm should not stall. */
-#define CTL_MAX_JOBS	 32
-#define CTL_MAX_SHARDS	 1000000
+#define CTL_MAX_JOBS   32
+#define CTL_MAX_SHARDS 1000000
 
 enum ctl_cmd {
 	CTL_CMD_WARM,

@@ -51,17 +51,17 @@ struct warm_failure {
 };
 
 struct warm {
-	const struct ctl_files *files;	/* selected files */
-	uint64_t total_bytes;		/* their sizes */
-	atomic_size_t next;		/* next index to take */
-	atomic_size_t done;		/* files finished, any outcome */
-	atomic_uint_fast64_t done_bytes;	/* their sizes */
-	atomic_size_t fetched;		/* files cached by this run */
+	const struct ctl_files *files;	    /* selected files */
+	uint64_t total_bytes;		    /* their sizes */
+	atomic_size_t next;		    /* next index to take */
+	atomic_size_t done;		    /* files finished, any outcome */
+	atomic_uint_fast64_t done_bytes;    /* their sizes */
+	atomic_size_t fetched;		    /* files cached by this run */
 	atomic_uint_fast64_t fetched_bytes; /* their sizes */
-	atomic_size_t already;		/* files found cached */
-	pthread_mutex_t lock;		/* guards the failure list */
-	struct warm_failure *fail;	/* lock */
-	size_t nfail, fail_cap;		/* lock */
+	atomic_size_t already;		    /* files found cached */
+	pthread_mutex_t lock;		    /* guards the failure list */
+	struct warm_failure *fail;	    /* lock */
+	size_t nfail, fail_cap;		    /* lock */
 };
 
 static void warm_failed(struct warm *w, size_t i, int err)
@@ -161,7 +161,8 @@ static void warm_progress(struct warm *w, enum warm_output out, int64_t t0_ms,
 		memset(bar + fill, '.', WARM_BAR_WIDTH - fill);
 		bar[WARM_BAR_WIDTH] = '\0';
 		fprintf(stderr,
-			"\r\033[Kwarm [%s] %zu/%zu files  %s/%s  %s/s  ETA %s%s",
+			"\r\033[Kwarm [%s] %zu/%zu files  %s/%s  %s/s  ETA "
+			"%s%s",
 			bar, done, n, db, tb, rb, eb, final ? "\n" : "");
 	} else if (out == WARM_OUT_LINES) {
 		fprintf(stderr,
@@ -176,7 +177,7 @@ static void warm_progress(struct warm *w, enum warm_output out, int64_t t0_ms,
 /* Wait for the workers to finish the list, reporting progress. */
 static void warm_watch(struct warm *w, enum warm_output out, int64_t t0_ms)
 {
-	long period = out == WARM_OUT_TTY	? WARM_TTY_MS
+	long period = out == WARM_OUT_TTY     ? WARM_TTY_MS
 		      : out == WARM_OUT_LINES ? WARM_LINE_MS
 					      : WARM_SYSLOG_MS;
 	int64_t last = util_mono_ms();
@@ -204,8 +205,9 @@ static int warm_report(struct warm *w, const struct ctl_args *a,
 
 	ctl_format_bytes(w->total_bytes, tb, sizeof(tb));
 	if (a->shard_n)
-		snprintf(head, sizeof(head), "shard %u/%u: %zu of %zu files (%s)",
-			 a->shard_k, a->shard_n, w->files->n, walked, tb);
+		snprintf(head, sizeof(head),
+			 "shard %u/%u: %zu of %zu files (%s)", a->shard_k,
+			 a->shard_n, w->files->n, walked, tb);
 	else
 		snprintf(head, sizeof(head), "%zu files (%s)", w->files->n, tb);
 	ctl_format_bytes(fetched_bytes, fb, sizeof(fb));
@@ -229,7 +231,8 @@ static int warm_report(struct warm *w, const struct ctl_args *a,
 			log_error("warm: failed: %s (key %s): %s", f->path,
 				  f->key, strerror(w->fail[i].err));
 		else
-			fprintf(stderr, "hoardfs warm: failed: %s (key %s): %s\n",
+			fprintf(stderr,
+				"hoardfs warm: failed: %s (key %s): %s\n",
 				f->path, f->key, strerror(w->fail[i].err));
 	}
 	if (out == WARM_OUT_SYSLOG) {
@@ -244,7 +247,8 @@ static int warm_report(struct warm *w, const struct ctl_args *a,
 		       atomic_load(&w->already), w->nfail);
 		fflush(stdout);
 		if (w->nfail)
-			fprintf(stderr, "hoardfs warm: %zu of %zu files failed\n",
+			fprintf(stderr,
+				"hoardfs warm: %zu of %zu files failed\n",
 				w->nfail, w->files->n);
 	}
 	return w->nfail ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
@@ -287,7 +291,8 @@ static int warm_run(const struct ctl_args *a, enum warm_output out)
 	rc = ctl_collect(a->paths, a->npaths, &all, err, sizeof(err));
 	if (rc != 0) {
 		if (out == WARM_OUT_SYSLOG)
-			log_error("warm: %s", rc == -ENOMEM ? "out of memory" : err);
+			log_error("warm: %s",
+				  rc == -ENOMEM ? "out of memory" : err);
 		else
 			fprintf(stderr, "hoardfs warm: %s\n",
 				rc == -ENOMEM ? "out of memory" : err);
@@ -354,8 +359,8 @@ static int warm_background(const struct ctl_args *a)
 			close(fd);
 	}
 	log_init(LOG_LEVEL_INFO, 1);
-	log_info("warm: started in the background for %zu path(s)%s",
-		 a->npaths, a->shard_n ? " (sharded)" : "");
+	log_info("warm: started in the background for %zu path(s)%s", a->npaths,
+		 a->shard_n ? " (sharded)" : "");
 	_exit(warm_run(a, WARM_OUT_SYSLOG));
 }
 
@@ -375,6 +380,6 @@ int ctl_warm(const struct ctl_args *a)
 	}
 	if (a->background)
 		return warm_background(a);
-	return warm_run(a, isatty(STDERR_FILENO) ? WARM_OUT_TTY
-						 : WARM_OUT_LINES);
+	return warm_run(a,
+			isatty(STDERR_FILENO) ? WARM_OUT_TTY : WARM_OUT_LINES);
 }

@@ -380,8 +380,9 @@ static int check_metrics_file(const struct daemon *d)
 	rc = monitor_metrics_file_check(d->opt.metrics_file);
 	if (rc == 0)
 		return 0;
-	fprintf(stderr, "hoardfs: --metrics-file %s: cannot write %s.tmp and "
-			"rename it: %s\n",
+	fprintf(stderr,
+		"hoardfs: --metrics-file %s: cannot write %s.tmp and "
+		"rename it: %s\n",
 		d->opt.metrics_file, d->opt.metrics_file, strerror(-rc));
 	return CLI_EXIT_RUNTIME;
 }

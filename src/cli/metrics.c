@@ -228,8 +228,7 @@ int metrics_prometheus(const struct metrics_snapshot *m, char **out,
 	f = open_memstream(&buf, &size);
 	if (!f)
 		return -ENOMEM;
-	prom_family(f, "info", "gauge",
-		    "What is mounted where; always 1.");
+	prom_family(f, "info", "gauge", "What is mounted where; always 1.");
 	fprintf(f,
 		"hoardfs_info{%s,version=\"%s\",bucket=\"%s\",prefix=\"%s\","
 		"endpoint=\"%s\"} 1\n",
@@ -278,8 +277,8 @@ int metrics_prometheus(const struct metrics_snapshot *m, char **out,
 	fprintf(f, "hoardfs_fetch_throughput_bytes_per_second{%s} %.1f\n",
 		labels, m->fetch_bytes_per_sec);
 	prom_kinds(f, "requests_total",
-		   "HTTP requests sent to the store, retries included.",
-		   labels, m->client.attempts);
+		   "HTTP requests sent to the store, retries included.", labels,
+		   m->client.attempts);
 	prom_kinds(f, "request_retries_total",
 		   "Requests sent again after a failed attempt.", labels,
 		   m->client.retries);

@@ -17,14 +17,14 @@
 
 /* Everything the outputs show.  Strings are borrowed. */
 struct metrics_snapshot {
-	const char *version;	/* hoardfs version */
-	const char *bucket;	/* mounted bucket */
-	const char *prefix;	/* mounted prefix, "" or ending in '/' */
-	const char *endpoint;	/* store endpoint URL */
-	const char *mountpoint; /* where the daemon mounted it */
-	const char *cache_dir;	/* cache directory */
-	long pid;		/* daemon pid */
-	int64_t uptime_sec;	/* since the mount started serving */
+	const char *version;	       /* hoardfs version */
+	const char *bucket;	       /* mounted bucket */
+	const char *prefix;	       /* mounted prefix, "" or ending in '/' */
+	const char *endpoint;	       /* store endpoint URL */
+	const char *mountpoint;	       /* where the daemon mounted it */
+	const char *cache_dir;	       /* cache directory */
+	long pid;		       /* daemon pid */
+	int64_t uptime_sec;	       /* since the mount started serving */
 	uint64_t cache_limit_bytes;    /* --cache-size resolved; 0: none */
 	uint64_t cache_min_free_bytes; /* --cache-min-free resolved */
 	uint64_t cache_fs_free_bytes;  /* free on the cache filesystem now */

@@ -90,7 +90,8 @@ static void monitor_sample(struct monitor *m)
 	now.bytes = st.bytes_fetched;
 	pthread_mutex_lock(&m->lock);
 	if (m->nring == MONITOR_RING) {
-		memmove(m->ring, m->ring + 1, sizeof(m->ring[0]) * (MONITOR_RING - 1));
+		memmove(m->ring, m->ring + 1,
+			sizeof(m->ring[0]) * (MONITOR_RING - 1));
 		m->nring--;
 	}
 	m->ring[m->nring++] = now;
@@ -107,7 +108,8 @@ static double monitor_rate(struct monitor *m, int64_t now_ms,
 	for (unsigned i = 0; i < m->nring; i++) {
 		const struct rate_sample *r = &m->ring[i];
 
-		if (now_ms - r->at_ms > MONITOR_RATE_WINDOW_MS + MONITOR_TICK_MS)
+		if (now_ms - r->at_ms >
+		    MONITOR_RATE_WINDOW_MS + MONITOR_TICK_MS)
 			continue; /* older than the window */
 		/* Under half a second is too short to mean anything. */
 		if (now_ms - r->at_ms >= 500 && now_bytes >= r->bytes)
@@ -262,13 +264,13 @@ static void *monitor_main(void *arg)
 static int config_copy(struct monitor_config *out,
 		       const struct monitor_config *in)
 {
-	const char *const *src[] = {&in->version,    &in->bucket,
-				    &in->prefix,     &in->endpoint,
-				    &in->mountpoint, &in->cache_dir,
+	const char *const *src[] = {&in->version,     &in->bucket,
+				    &in->prefix,      &in->endpoint,
+				    &in->mountpoint,  &in->cache_dir,
 				    &in->metrics_file};
-	const char **dst[] = {&out->version,	&out->bucket,
-			      &out->prefix,	&out->endpoint,
-			      &out->mountpoint, &out->cache_dir,
+	const char **dst[] = {&out->version,	 &out->bucket,
+			      &out->prefix,	 &out->endpoint,
+			      &out->mountpoint,	 &out->cache_dir,
 			      &out->metrics_file};
 
 	*out = *in;

@@ -100,6 +100,7 @@ struct client {
 	unsigned n_idle;       /* handles in idle[] */
 	unsigned n_created;    /* handles that exist, idle or busy */
 	unsigned max;	       /* max_connections */
+
 	struct client_op_stats ops; /* request counters, updated atomically */
 };
 
@@ -873,8 +874,8 @@ static uint64_t req_wait_ms(struct client *c, const struct client_req *rq,
 }
 
 /* Count the outcome of @rq after @retries retries (no lock: atomics). */
-static void client_count(struct client *c, const struct client_req *rq,
-			 int rc, unsigned retries)
+static void client_count(struct client *c, const struct client_req *rq, int rc,
+			 unsigned retries)
 {
 	__atomic_add_fetch(&c->ops.retries[rq->op], retries, __ATOMIC_RELAXED);
 	if (rc)
@@ -921,7 +922,8 @@ static int req_run(struct client *c, struct client_req *rq,
 		rc = req_attempt(c, h, rq, &crc);
 		if (rc)
 			break;
-		__atomic_add_fetch(&c->ops.attempts[rq->op], 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c->ops.attempts[rq->op], 1,
+				   __ATOMIC_RELAXED);
 		rc = req_outcome(rq, crc, &retry, &err);
 		if (rc == 0 || !retry || attempt >= c->max_retries)
 			break;

@@ -49,9 +49,9 @@
 /* Upper bounds answered to size-0 probes: a warm or evict answer is two
  * words and a number; a summary five numbers; the status document is
  * about 1.5 KiB (and refused with ERANGE past this bound). */
-#define CTL_SHORT_MAX  128
+#define CTL_SHORT_MAX	128
 #define CTL_SUMMARY_MAX 512
-#define CTL_STATUS_MAX 16384
+#define CTL_STATUS_MAX	16384
 
 /* Figures of a tree, from its listings and the index. */
 struct ctl_summary {
@@ -114,8 +114,7 @@ static int ctl_warm(struct fs *fs, struct fs_inode *ino, char *out, size_t cap)
 	return snprintf(out, cap, "cached %" PRIu64, size);
 }
 
-static int ctl_evict(struct fs *fs, struct fs_inode *ino, char *out,
-		     size_t cap)
+static int ctl_evict(struct fs *fs, struct fs_inode *ino, char *out, size_t cap)
 {
 	uint64_t bytes = 0;
 	int rc = sched_evict_key(fs->sched, ino->key, &bytes);

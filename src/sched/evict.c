@@ -289,8 +289,8 @@ static int evict_key_locked_version(struct sched *s, const char *key,
 		(void)store_file_remove(s->store, name);
 	pthread_mutex_lock(&s->lock);
 	if (!retired)
-		s->cached_bytes -= *bytes < s->cached_bytes ? *bytes
-							    : s->cached_bytes;
+		s->cached_bytes -=
+			*bytes < s->cached_bytes ? *bytes : s->cached_bytes;
 	if (*bytes) {
 		s->stats.evictions++;
 		s->stats.bytes_evicted += *bytes;
@@ -308,7 +308,7 @@ int sched_evict_key(struct sched *s, const char *key, uint64_t *bytes)
 	pthread_mutex_unlock(&s->version_lock);
 	if (rc == 0 && *bytes)
 		log_debug("evicted s3://%s/%s on request (%llu bytes)",
-			 s->bucket, key, (unsigned long long)*bytes);
+			  s->bucket, key, (unsigned long long)*bytes);
 	return rc;
 }
 

@@ -31,8 +31,8 @@ static void test_commands(void **state)
 
 static void test_warm_args(void **state)
 {
-	char *a1[] = {"warm", "/mnt/a", "--jobs", "4", "/mnt/b",
-		      "--shard=2/5", "--background"};
+	char *a1[] = {"warm",	"/mnt/a",      "--jobs",      "4",
+		      "/mnt/b", "--shard=2/5", "--background"};
 	char *a2[] = {"warm", "-j", "1", "--", "--odd-name"};
 	char *a3[] = {"warm", "/mnt"};
 	struct ctl_args a;
@@ -65,8 +65,7 @@ static void expect_usage_error(int argc, char **argv, const char *named)
 {
 	struct ctl_args a;
 
-	assert_int_equal(ctl_parse(argc, argv, &a, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(ctl_parse(argc, argv, &a, err, sizeof(err)), -EINVAL);
 	if (!strstr(err, named))
 		fail_msg("'%s' does not name '%s'", err, named);
 	ctl_args_free(&a);

@@ -72,8 +72,8 @@ static double sample(const char *text, const char *prefix)
 
 static int name_ok(const char *s, size_t len)
 {
-	if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_' ||
-			  s[0] == ':'))
+	if (len == 0 ||
+	    !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
 		return 0;
 	for (size_t i = 1; i < len; i++)
 		if (!(isalnum((unsigned char)s[i]) || s[i] == '_' ||
@@ -189,7 +189,8 @@ static void test_prometheus(void **state)
 	assert_true(S("uptime_seconds", "") == 3723);
 	assert_true(S("fetch_throughput_bytes_per_second", "") == 1536.5);
 #undef S
-	assert_non_null(strstr(text, "bucket=\"datasets\",prefix=\"imagenet/\""));
+	assert_non_null(
+		strstr(text, "bucket=\"datasets\",prefix=\"imagenet/\""));
 	free(text);
 }
 
@@ -225,9 +226,9 @@ static void test_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(
 				 json_object_get(root, "requests"), "failed")),
 			 2);
-	assert_true(json_real_value(json_object_get(
-			    json_object_get(root, "reads"), "hit_ratio")) ==
-		    0.75);
+	assert_true(
+		json_real_value(json_object_get(json_object_get(root, "reads"),
+						"hit_ratio")) == 0.75);
 	json_decref(root);
 	free(text);
 	/* Nothing read yet: no ratio rather than a made-up one. */
@@ -235,8 +236,8 @@ static void test_json(void **state)
 	assert_true(metrics_hit_ratio(&m) < 0);
 	assert_int_equal(metrics_json(&m, &text, &len), 0);
 	root = json_loads(text, 0, &jerr);
-	assert_true(json_is_null(json_object_get(json_object_get(root, "reads"),
-						 "hit_ratio")));
+	assert_true(json_is_null(
+		json_object_get(json_object_get(root, "reads"), "hit_ratio")));
 	json_decref(root);
 	free(text);
 }

@@ -752,8 +752,9 @@ static void test_op_stats(void **state)
 		{503, "Retry-After: 0\r\n", "", -1, 0},
 		{206, ETAG_HDR "Content-Range: bytes 0-9/36\r\n", "0123456789",
 		 -1, 0},
-		{200, "", "<ListBucketResult><IsTruncated>false</IsTruncated>"
-			  "</ListBucketResult>",
+		{200, "",
+		 "<ListBucketResult><IsTruncated>false</IsTruncated>"
+		 "</ListBucketResult>",
 		 -1, 0},
 		{200, "", "<ListBucketResult><IsTruncated>", -1, 0},
 	};
@@ -778,7 +779,8 @@ static void test_op_stats(void **state)
 	assert_int_equal(st.attempts[CLIENT_KIND_HEAD], 2);
 	assert_int_equal(st.failed[CLIENT_KIND_HEAD], 1);
 	assert_int_equal(st.retries[CLIENT_KIND_HEAD], 0);
-	assert_int_equal(st.attempts[CLIENT_KIND_GET], 2); /* as the store saw */
+	assert_int_equal(st.attempts[CLIENT_KIND_GET],
+			 2); /* as the store saw */
 	assert_int_equal(st.retries[CLIENT_KIND_GET], 1);
 	assert_int_equal(st.failed[CLIENT_KIND_GET], 0);
 	assert_int_equal(st.get_bytes, 10);
