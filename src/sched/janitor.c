@@ -69,7 +69,8 @@ static int janitor_load(struct janitor *j)
 			after = v[n - 1].id;
 		idx_entries_clear(v, n);
 	} while (rc == 0 && n == JANITOR_PAGE && !atomic_load(&j->s->stopping));
-	qsort(j->names, j->n, sizeof(*j->names), name_cmp);
+	if (j->n) /* qsort's array may not be NULL, even empty (UBSan) */
+		qsort(j->names, j->n, sizeof(*j->names), name_cmp);
 	return rc;
 }
 
