@@ -284,7 +284,8 @@ static void wput(struct wbuf *b, const void *data, size_t n)
 		b->p = p;
 		b->cap = cap;
 	}
-	memcpy(b->p + b->len, data, n);
+	if (n) /* data is NULL for an empty field (a directory's ETag) */
+		memcpy(b->p + b->len, data, n);
 	b->len += n;
 }
 
