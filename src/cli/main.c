@@ -9,6 +9,7 @@
  * instead (ctl.c).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,13 +371,20 @@ static int start_monitor(struct daemon *d)
 }
 
 /* A --metrics-file that cannot be written fails the start, in the
- * terminal, rather than a warning in syslog later. */
-static int check_metrics_file(const struct daemon *d)
+ * terminal, rather than a warning in syslog later.  A relative path is
+ * made absolute first: the daemon changes to / when it forks. */
+static int check_metrics_file(struct daemon *d)
 {
+	char cwd[PATH_MAX], *abs = NULL;
 	int rc;
 
 	if (!d->opt.metrics_file)
 		return 0;
+	if (d->opt.metrics_file[0] != '/' && getcwd(cwd, sizeof(cwd)) &&
+	    asprintf(&abs, "%s/%s", cwd, d->opt.metrics_file) > 0) {
+		free(d->opt.metrics_file);
+		d->opt.metrics_file = abs;
+	}
 	rc = monitor_metrics_file_check(d->opt.metrics_file);
 	if (rc == 0)
 		return 0;
@@ -456,6 +464,8 @@ int main(int argc, char **argv)
 		return CLI_EXIT_OK;
 	}
 	log_init(d.opt.log_level, 0);
+	/* Until the monitor catches it, SIGUSR1 must not kill the daemon. */
+	signal(SIGUSR1, SIG_IGN);
 	rc = cli_credentials_load(d.opt.passwd_file, &d.creds, err,
 				  sizeof(err));
 	if (rc != 0) {

@@ -60,9 +60,8 @@ struct monitor {
 	int pipe_fd[2];		   /* self-pipe: [0] read, [1] write */
 	pthread_t thread;
 	int thread_started;
-	struct sigaction old_usr1; /* restored at free */
-	int usr1_set;
-	pthread_mutex_t lock;		       /* guards the ring */
+	int usr1_set;	      /* SIGUSR1 is ours; ignored again at free */
+	pthread_mutex_t lock; /* guards the ring */
 	struct rate_sample ring[MONITOR_RING]; /* lock: oldest first */
 	unsigned nring;			       /* lock: samples held */
 	int metrics_failing; /* thread only: the last write failed */
@@ -319,7 +318,7 @@ int monitor_start(const struct monitor_config *cfg, struct sched *s,
 	sa.sa_handler = monitor_on_usr1;
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGUSR1, &sa, &m->old_usr1) != 0) {
+	if (sigaction(SIGUSR1, &sa, NULL) != 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -346,8 +345,10 @@ void monitor_free(struct monitor *m)
 			usleep(1000);
 		pthread_join(m->thread, NULL);
 	}
+	/* Ignored, not the default (which kills): a late SIGUSR1 must not
+	 * cut the rest of the teardown short. */
 	if (m->usr1_set)
-		sigaction(SIGUSR1, &m->old_usr1, NULL);
+		signal(SIGUSR1, SIG_IGN);
 	monitor_sig_fd = -1;
 	if (m->pipe_fd[0] >= 0)
 		close(m->pipe_fd[0]);

@@ -44,8 +44,8 @@ int monitor_start(const struct monitor_config *cfg, struct sched *s,
 
 /*
  * monitor_free - stop the thread, write the metrics file a last time,
- * restore SIGUSR1's default action and free @m (NULL is a no-op).  Call
- * before the scheduler and client are freed.
+ * ignore SIGUSR1 from then on and free @m (NULL is a no-op).  Call before
+ * the scheduler and client are freed.
  */
 void monitor_free(struct monitor *m);
 

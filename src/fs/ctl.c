@@ -10,7 +10,9 @@
  *   file  user.hoardfs.warm       fetch the whole object, block until it is
  *                                 cached: "cached SIZE", or fail with errno
  *   file  user.hoardfs.evict      drop its cached bytes: "evicted BYTES";
- *                                 EBUSY while open or being fetched
+ *                                 EBUSY while open or being fetched; EPERM
+ *                                 unless the caller is root or the daemon's
+ *                                 user (also for evict_all)
  *   root  user.hoardfs.evict_all  the same for every cached object of the
  *                                 bucket: "evicted BYTES objects N busy K"
  *   root  user.hoardfs.status     the status document (JSON), built by the
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs/fs_int.h"
 #include "hoardfs/log.h"
@@ -260,6 +263,14 @@ static void ctl_status(fuse_req_t req, struct fs *fs, size_t size)
 	free(doc);
 }
 
+/* Whether the caller of @req may evict: uid 0, or the daemon's own uid. */
+static int ctl_may_evict(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	return ctx && (ctx->uid == 0 || ctx->uid == geteuid());
+}
+
 int fs_ctl_getxattr(fuse_req_t req, struct fs *fs, struct fs_inode *ino,
 		    const char *name, size_t size)
 {
@@ -292,6 +303,14 @@ int fs_ctl_getxattr(fuse_req_t req, struct fs *fs, struct fs_inode *ino,
 		bound = CTL_SUMMARY_MAX;
 	} else {
 		return 0; /* an ordinary attribute: ops.c answers it */
+	}
+	/* Dropping cached data is the administrator's: root or the user the
+	 * daemon runs as (warming is no more than reading). */
+	if ((strcmp(name, CTL_EVICT) == 0 ||
+	     strcmp(name, CTL_EVICT_ALL) == 0) &&
+	    !ctl_may_evict(req)) {
+		fuse_reply_err(req, EPERM);
+		return 1;
 	}
 	/* A probe for the length: promise enough room, do nothing yet. */
 	if (size == 0) {

@@ -6,16 +6,19 @@ counted."""
 import errno
 import json
 import os
+import pathlib
 import random
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import HOARDFS, clean_env
+from conftest import HOARDFS, Mount, clean_env
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -426,6 +429,37 @@ def test_prefix_mount_paths_and_keys(s3, bucket, mount_factory):
         assert json.loads(xattr(sub, "user.hoardfs.summary"))[
             "cached_files"] == n
         assert status(m)["prefix"] == "ds/v1/"
+
+
+def test_only_root_or_the_daemon_user_evicts(s3, bucket):
+    objs = make_tree(s3, bucket, n=10, seed=12)
+    key = sorted(k for k, v in objs.items() if v)[0]
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # pytest's tmp dirs are 0700: mount where another user can reach.
+    top = tempfile.mkdtemp(prefix="hoardfs-perm-")
+    os.chmod(top, 0o755)
+    try:
+        run_as_nobody_checks(s3, bucket, key, nobody, top)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def run_as_nobody_checks(s3, bucket, key, nobody, top):
+    with Mount(s3, pathlib.Path(top), bucket,
+               args=["-o", "allow_other"]) as m:
+        f = os.path.join(m.path, key)
+        # Warming is no more than reading: anyone who may read may warm.
+        r = subprocess.run(nobody + [HOARDFS, "warm", f], capture_output=True,
+                           text=True, env=clean_env())
+        assert r.returncode == 0, r.stderr
+        assert xattr(f, "user.hoardfs.state") == "cached"
+        for args in (["evict", f], ["evict", "--all", m.path]):
+            r = subprocess.run(nobody + [HOARDFS] + args, capture_output=True,
+                               text=True, env=clean_env())
+            assert r.returncode == 1, r.stderr
+            assert "Operation not permitted" in r.stderr
+        assert xattr(f, "user.hoardfs.state") == "cached"
+        assert run(["evict", f]).returncode == 0  # root may
 
 
 @pytest.mark.parametrize("args,named", [
