@@ -268,7 +268,7 @@ struct wbuf {
 
 static void wput(struct wbuf *b, const void *data, size_t n)
 {
-	if (b->failed)
+	if (b->failed || n == 0) /* n == 0 may come with data == NULL */
 		return;
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 4096;
