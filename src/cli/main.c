@@ -99,16 +99,20 @@ static int setup_client(struct daemon *d)
 		.bucket = d->opt.bucket,
 		.path_style = d->opt.path_style,
 		.list_v2 = d->opt.list_v2,
-		.signature = CLIENT_SIG_V4,
+		.signature = d->opt.signature,
 		.creds = {.access_key = d->creds.access_key,
 			  .secret_key = d->creds.secret_key,
-			  .security_token = d->creds.security_token},
+			  .security_token = d->creds.security_token,
+			  .expires_sec = d->creds.expires_sec},
 		.max_connections = d->opt.parallel + 4, /* GETs + listings */
 		.connect_timeout_ms = 10000,
 		.low_speed_time_sec = 30,
-		.max_retries = 4,
+		.max_retries = 8, /* [P §5]: 5-8 tries; AIMD keeps them polite */
 		.ca_file = d->opt.ca_bundle,
 		.ssl_verify = 1,
+		.resolve = d->opt.resolve,
+		.refresh = d->creds.refresh,
+		.refresh_arg = &d->creds,
 	};
 	struct client_list_page page = {0};
 	struct client_error err = {0};

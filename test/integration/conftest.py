@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -27,11 +28,29 @@ MOUNT_TIMEOUT_S = 15
 EXIT_TIMEOUT_S = 15
 
 
+def _closed_port():
+    """A local port nobody listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Every hoardfs the tests start looks for ECS temporary credentials here
+# last: a closed local port, so a test never reaches a real metadata
+# service and "no credentials" is answered at once.
+NO_METADATA_URL = "http://127.0.0.1:%d" % _closed_port()
+MOXING_VARS = ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY", "SECURITY_TOKEN")
+
+
 def clean_env(extra=None):
     """The caller's environment without anything that would point hoardfs
-    at another store or other credentials."""
+    at another store or other credentials: no AWS_*, OBS_*, S3_* or MoXing
+    variables, no ~/.aws/credentials, no metadata service."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "OBS_", "S3_"))}
+           if not k.startswith(("AWS_", "OBS_", "S3_", "HOARDFS_"))
+           and k not in MOXING_VARS}
+    env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    env["HOARDFS_ECS_METADATA_URL"] = NO_METADATA_URL
     env.update(extra or {})
     return env
 
