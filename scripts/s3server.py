@@ -66,7 +66,9 @@ ADMIN API (path prefix /_admin/, unsigned, never counted; '_' cannot occur in a 
   GET  /_admin/stats[?requests=0]  {"GET","HEAD","LIST","PUT","DELETE","OTHER": counts,
                                     "bytes_sent": all response body bytes, "get_bytes": body
                                     bytes of 2xx object GETs, "requests": last 100000 of
-                                    {"op","bucket","key","range","status","bytes","request_id"}}
+                                    {"op","bucket","key","range","status","bytes","request_id",
+                                    "time" (epoch seconds, when the response headers went out),
+                                    and for a LIST "prefix"}}
   POST /_admin/reset               zero the counters and the request log
   GET  /_admin/faults              the fault config, with remaining/injected per rule
   POST /_admin/faults  JSON        replace the fault config ({} clears it):
@@ -79,6 +81,8 @@ ADMIN API (path prefix /_admin/, unsigned, never counted; '_' cannot occur in a 
                           delimiter) returns "dir/" itself as its first Contents entry, size 0
          omit_next_marker true: ListObjects V1 never sends NextMarker, even with a delimiter;
                           the client must continue from the last Key or CommonPrefix
+         max_keys_cap     N > 0: no listing page holds more than N entries (MaxKeys says N),
+                          so paging and markers are exercised with a handful of keys
          seed             seed of the random generator used by rule rates
          errors           [rule, ...]; a rule has op (GET|HEAD|LIST|PUT|DELETE|OTHER|*),
                           bucket, key_regex (re.search on the key; the prefix for LIST), rate
@@ -379,9 +383,11 @@ class Stats:
             self._get_bytes = 0
             self._log = collections.deque(maxlen=REQUEST_LOG_MAX)
 
-    def record(self, op, bucket, key, rng, status, nbytes, request_id):
+    def record(self, op, bucket, key, rng, status, nbytes, request_id, prefix=None):
         entry = {"op": op, "bucket": bucket, "key": key, "range": rng, "status": status,
-                 "bytes": nbytes, "request_id": request_id}
+                 "bytes": nbytes, "request_id": request_id, "time": time.time()}
+        if op == "LIST":
+            entry["prefix"] = prefix
         with self._lock:
             self._counts[op] += 1
             self._bytes_sent += nbytes
@@ -465,7 +471,7 @@ class Faults:
     handler: latency before the response, error rules after auth, body rules while sending."""
 
     KEYS = {"latency_ms", "bandwidth_bps", "errors", "clock_offset_s", "flavour", "seed",
-            "omit_next_marker", "pfs"}
+            "omit_next_marker", "pfs", "max_keys_cap"}
 
     def __init__(self, flavour="s3"):
         self._lock = threading.Lock()
@@ -492,13 +498,15 @@ class Faults:
             self._random = random.Random(self.seed)
             self.omit_next_marker = bool(cfg.get("omit_next_marker"))
             self.pfs = bool(cfg.get("pfs"))
+            self.max_keys_cap = int(cfg.get("max_keys_cap") or 0)
 
     def to_json(self):
         with self._lock:
             return {"latency_ms": self.latency_ms, "bandwidth_bps": self.bandwidth_bps,
                     "clock_offset_s": self.clock_offset_s, "flavour": self.flavour,
                     "seed": self.seed, "omit_next_marker": self.omit_next_marker,
-                    "pfs": self.pfs, "errors": [r.to_json() for r in self.rules]}
+                    "pfs": self.pfs, "max_keys_cap": self.max_keys_cap,
+                    "errors": [r.to_json() for r in self.rules]}
 
     def pick(self, op, bucket, key, body_fault):
         """First matching rule of the wanted kind that fires (rate), with its count consumed."""
@@ -1766,6 +1774,7 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
         self.vhost = False
         self._admin = False
         self.auth = None
+        self.query = {}
         self.raw_path, self.raw_query = "/", ""
         te = (self.headers.get("Transfer-Encoding") or "").lower()
         try:
@@ -1850,7 +1859,7 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
         if not self._admin and not self._accounted:
             self._accounted = True
             srv.stats.record(self._op, self.bucket, self.obj_key, self._range, status, sent_bytes,
-                             self._request_id)
+                             self._request_id, self.query.get("prefix", ""))
         self._status = status
         try:
             reason = http.HTTPStatus(status).phrase
@@ -2105,6 +2114,9 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 raise S3Error(400, "InvalidArgument", "Provided max-keys not an integer or within "
                               "integer range", ArgumentName="max-keys", ArgumentValue=raw_max)
             max_keys = min(max_keys, MAX_LIST_KEYS)
+        if self.server.faults.max_keys_cap:
+            # Small pages make paging (and its markers) cheap to test.
+            max_keys = min(max_keys, self.server.faults.max_keys_cap)
         token = query.get("continuation-token") if v2 else None
         start_after = query.get("start-after") if v2 else None
         marker = None if v2 else query.get("marker")

@@ -10,6 +10,7 @@ and real hoardfs mounts through /dev/fuse.
 """
 import hashlib
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -65,8 +66,14 @@ class Mount:
     """One hoardfs daemon in the foreground, mounted at `path`."""
 
     def __init__(self, s3, tmp_path, bucket, prefix="", cache_dir=None,
-                 args=(), env=None, name="mnt"):
+                 args=(), env=None, name="mnt", path_style=True,
+                 endpoint=None, base=None):
+        # base: another directory for the mountpoint, log and cache (one
+        # that other users can reach, say), instead of the test's tmp_path
+        tmp_path = pathlib.Path(base) if base else tmp_path
         self.s3 = s3
+        self.endpoint = endpoint or s3.endpoint
+        self.path_style = path_style
         self.path = str(tmp_path / name)
         self.cache_dir = str(cache_dir or tmp_path / (name + "-cache"))
         self.log_path = str(tmp_path / (name + ".log"))
@@ -78,7 +85,8 @@ class Mount:
         os.makedirs(self.path, exist_ok=True)
 
     def command(self):
-        return [HOARDFS, "-f", "--endpoint", self.s3.endpoint, "--path-style",
+        return [HOARDFS, "-f", "--endpoint", self.endpoint] + (
+            ["--path-style"] if self.path_style else []) + [
                 "--cache-dir", self.cache_dir] + self.args + [
                     self.source, self.path]
 
@@ -140,6 +148,30 @@ class Mount:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# Figures that tests report (soak and weather runs): printed at the end of
+# the session whatever pytest's capture mode, and written to the tests' logs.
+FIGURES = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("hard weather figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def figures(tmp_path):
+    """report(line): keep a figure line for the session summary and
+    append it to <tmp_path>/figures.log."""
+    def report(line):
+        FIGURES.append(line)
+        with open(tmp_path / "figures.log", "a") as f:
+            f.write(line + "\n")
+        print(line)
+    return report
 
 
 @pytest.fixture(scope="session")

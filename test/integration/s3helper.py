@@ -64,7 +64,8 @@ AWS_CA_BUNDLE, profile or endpoint settings cannot leak into the tests.
 Admin API (unsigned, not counted in stats):
   GET  /_admin/stats[?requests=0]   counters by op (GET, HEAD, LIST, PUT, DELETE, OTHER),
                                     bytes_sent, get_bytes and the last 100000 requests as
-                                    {"op","bucket","key","range","status","bytes","request_id"}
+                                    {"op","bucket","key","range","status","bytes","request_id",
+                                    "time"} (and "prefix" for a LIST)
   POST /_admin/reset                zero counters and the request log
   GET  /_admin/faults               current fault config (with remaining/injected per rule)
   POST /_admin/faults {...}         replace it: latency_ms, bandwidth_bps, clock_offset_s,

@@ -941,10 +941,13 @@ def test_request_accounting(srv, s3, bucket):
     reqs = st["requests"]
     assert [r["op"] for r in reqs] == ["GET", "GET", "HEAD", "LIST", "LIST", "PUT", "DELETE", "GET"]
     assert reqs[1] == {"op": "GET", "bucket": bucket, "key": "acct", "range": "bytes=0-3",
-                       "status": 206, "bytes": 4, "request_id": reqs[1]["request_id"]}
+                       "status": 206, "bytes": 4, "request_id": reqs[1]["request_id"],
+                       "time": reqs[1]["time"]}
+    assert reqs[0]["time"] <= reqs[1]["time"] <= time.time()
     assert reqs[0]["range"] is None and reqs[0]["status"] == 200
     assert reqs[-1]["status"] == 404 and reqs[-1]["key"] == "missing"
     assert reqs[3]["key"] is None and reqs[3]["bucket"] == bucket
+    assert reqs[3]["prefix"] == "" and "prefix" not in reqs[0]
     assert st["bytes_sent"] >= st["get_bytes"]
     assert len({r["request_id"] for r in reqs}) == len(reqs)
     srv.reset()
@@ -1123,6 +1126,11 @@ def test_fault_omit_next_marker(srv, s3, bucket):
         resp = s3.list_objects(Bucket=bucket, Prefix="d/", Delimiter="/", Marker="d/sub/")
         assert [p["Prefix"] for p in resp["CommonPrefixes"]] == ["d/t/"]
         assert "Contents" not in resp and "NextMarker" not in resp
+        # max_keys_cap: small pages whatever the client asks for.
+        srv.faults({"omit_next_marker": True, "max_keys_cap": 1})
+        resp = s3.list_objects(Bucket=bucket, Prefix="d/", Delimiter="/", MaxKeys=1000)
+        assert resp["MaxKeys"] == 1 and resp["IsTruncated"]
+        assert [c["Key"] for c in resp["Contents"]] == ["d/a"]
         # V2 is unaffected: it has continuation tokens.
         status, _, body = raw_request(srv, "GET", "/" + bucket, q + "&list-type=2")
         assert b"<NextContinuationToken>" in body
