@@ -85,10 +85,10 @@ struct client_config {
 			       * in a row without progress */
 	long retry_deadline_ms; /* start no new attempt this long after the
 				 * first; <= 0: CLIENT_RETRY_DEADLINE_MS */
-	const char *ca_file;  /* CA bundle path or NULL for curl's default */
-	int ssl_verify;	      /* nonzero: verify the server certificate */
-	const char *resolve;  /* "HOST:PORT:ADDRESS" pinned in the DNS cache
-			       * (curl's CURLOPT_RESOLVE), or NULL */
+	const char *ca_file;	/* CA bundle path or NULL for curl's default */
+	int ssl_verify;		/* nonzero: verify the server certificate */
+	const char *resolve;	/* "HOST:PORT:ADDRESS" pinned in the DNS cache
+				 * (curl's CURLOPT_RESOLVE), or NULL */
 	client_refresh_fn refresh; /* renews temporary credentials, or NULL */
 	void *refresh_arg;	   /* its argument */
 };

@@ -137,8 +137,8 @@ int cli_credentials_refresh(void *arg, struct client *c);
  * trimmed [P §7].  Returns 0, -ENOENT when the profile is missing,
  * -EINVAL when it lacks a key or secret, -ENOMEM.
  */
-int cli_aws_credentials_parse(const char *text, size_t len,
-			      const char *profile, struct cli_credentials *c)
+int cli_aws_credentials_parse(const char *text, size_t len, const char *profile,
+			      struct cli_credentials *c)
 	__attribute__((warn_unused_result));
 
 /*

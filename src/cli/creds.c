@@ -217,8 +217,8 @@ static int ini_section(const char *b, const char *e, char *buf, size_t size)
 	return 1;
 }
 
-int cli_aws_credentials_parse(const char *text, size_t len,
-			      const char *profile, struct cli_credentials *c)
+int cli_aws_credentials_parse(const char *text, size_t len, const char *profile,
+			      struct cli_credentials *c)
 {
 	const char *p = text, *end = text + len;
 	char section[256] = "";
@@ -351,8 +351,8 @@ static int take_temp(struct cli_credentials *c,
 {
 	c->access_key = strdup(t->access_key);
 	c->secret_key = strdup(t->secret_key);
-	c->security_token = t->security_token ? strdup(t->security_token)
-					      : NULL;
+	c->security_token =
+		t->security_token ? strdup(t->security_token) : NULL;
 	c->expires_sec = t->expires_sec;
 	if (!c->access_key || !c->secret_key ||
 	    (t->security_token && !c->security_token)) {
@@ -404,13 +404,13 @@ int cli_credentials_refresh(void *arg, struct client *c)
 		log_warn("credentials: %s", err);
 		return rc;
 	}
-	rc = client_set_credentials(
-		c, &(struct client_credentials){
-			   .access_key = t.access_key,
-			   .secret_key = t.secret_key,
-			   .security_token = t.security_token,
-			   .expires_sec = t.expires_sec,
-		   });
+	rc = client_set_credentials(c,
+				    &(struct client_credentials){
+					    .access_key = t.access_key,
+					    .secret_key = t.secret_key,
+					    .security_token = t.security_token,
+					    .expires_sec = t.expires_sec,
+				    });
 	client_temp_credentials_clear(&t);
 	return rc;
 }

@@ -121,45 +121,45 @@ struct client_creds {
  * in_flight <= cap except right after a cut.
  */
 struct client {
-	char *bucket;		   /* bucket name */
-	char *region;		   /* signing region (configured or derived) */
-	char *authority;	   /* Host header value: [bucket.]host[:port] */
-	char *base_url;		   /* "http(s)://" + authority */
-	char *bucket_prefix;	   /* "/bucket" with path style, else "" */
-	char *ca_file;		   /* CA bundle or NULL */
+	char *bucket;	     /* bucket name */
+	char *region;	     /* signing region (configured or derived) */
+	char *authority;     /* Host header value: [bucket.]host[:port] */
+	char *base_url;	     /* "http(s)://" + authority */
+	char *bucket_prefix; /* "/bucket" with path style, else "" */
+	char *ca_file;	     /* CA bundle or NULL */
 	struct curl_slist *resolve; /* CURLOPT_RESOLVE entries or NULL */
-	struct client_endpoint ep; /* the parsed endpoint */
-	enum client_signature sig; /* signing scheme */
-	int path_style;		   /* nonzero: bucket in the path */
-	int list_v2;		   /* nonzero: ListObjectsV2 */
-	int ssl_verify;		   /* verify peer and host name */
-	long connect_timeout_ms;   /* CURLOPT_CONNECTTIMEOUT_MS; 0 default */
-	long low_speed_time_sec;   /* stall limit, always > 0 */
-	unsigned max_retries;	   /* failed attempts in a row, no progress */
-	long retry_deadline_ms;	   /* no new attempt after this, > 0 */
-	uint64_t rng;		   /* jitter state, updated atomically */
+	struct client_endpoint ep;  /* the parsed endpoint */
+	enum client_signature sig;  /* signing scheme */
+	int path_style;		    /* nonzero: bucket in the path */
+	int list_v2;		    /* nonzero: ListObjectsV2 */
+	int ssl_verify;		    /* verify peer and host name */
+	long connect_timeout_ms;    /* CURLOPT_CONNECTTIMEOUT_MS; 0 default */
+	long low_speed_time_sec;    /* stall limit, always > 0 */
+	unsigned max_retries;	    /* failed attempts in a row, no progress */
+	long retry_deadline_ms;	    /* no new attempt after this, > 0 */
+	uint64_t rng;		    /* jitter state, updated atomically */
 	_Atomic int64_t clock_offset_sec; /* server clock - ours, learned */
 	_Atomic int64_t skew_logged_sec;  /* offset last logged */
 	atomic_int answered;		  /* the server has answered once */
-	CURLSH *share;		   /* DNS cache and TLS sessions */
+	CURLSH *share;			  /* DNS cache and TLS sessions */
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST]; /* one per kind */
-	int share_locks_ready; /* mutexes initialised */
-	pthread_mutex_t lock;  /* guards the pool fields below */
-	pthread_cond_t cond;   /* a handle or slot was returned */
-	int pool_ready;	       /* lock and cond initialised */
-	CURL **idle;	       /* free handles, max of them allocated */
-	unsigned n_idle;       /* handles in idle[] */
-	unsigned n_created;    /* handles that exist, idle or busy */
-	unsigned max;	       /* max_connections */
-	unsigned cap;	       /* lock: AIMD cap on attempts on the wire */
-	unsigned in_flight;    /* lock: attempts on the wire */
-	unsigned ok_streak;    /* lock: successes since the cap changed */
-	uint64_t cut_epoch;    /* lock: cuts so far; see DESIGN */
+	int share_locks_ready;	   /* mutexes initialised */
+	pthread_mutex_t lock;	   /* guards the pool fields below */
+	pthread_cond_t cond;	   /* a handle or slot was returned */
+	int pool_ready;		   /* lock and cond initialised */
+	CURL **idle;		   /* free handles, max of them allocated */
+	unsigned n_idle;	   /* handles in idle[] */
+	unsigned n_created;	   /* handles that exist, idle or busy */
+	unsigned max;		   /* max_connections */
+	unsigned cap;		   /* lock: AIMD cap on attempts on the wire */
+	unsigned in_flight;	   /* lock: attempts on the wire */
+	unsigned ok_streak;	   /* lock: successes since the cap changed */
+	uint64_t cut_epoch;	   /* lock: cuts so far; see DESIGN */
 	struct client_stats stats; /* lock: counters */
 	/* credentials; see DESIGN */
-	pthread_mutex_t cred_lock; /* guards the fields below */
-	pthread_cond_t cred_cond;  /* a refresh ended */
-	int cred_ready;		   /* cred_lock and cred_cond initialised */
+	pthread_mutex_t cred_lock;  /* guards the fields below */
+	pthread_cond_t cred_cond;   /* a refresh ended */
+	int cred_ready;		    /* cred_lock and cred_cond initialised */
 	struct client_creds *creds; /* cred_lock: the current set */
 	uint64_t cred_gen;	    /* cred_lock: sets installed so far */
 	client_refresh_fn refresh;  /* immutable: renews credentials or NULL */
@@ -373,9 +373,10 @@ static void pool_put(struct client *c, CURL *h, enum pool_outcome how,
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	if (c->cap < old_cap)
-		log_debug("client: throttled by the server: at most %u requests "
-			  "in flight (was %u)",
-			  c->cap, old_cap);
+		log_debug(
+			"client: throttled by the server: at most %u requests "
+			"in flight (was %u)",
+			c->cap, old_cap);
 }
 
 /* ---- credentials -------------------------------------------------------- */
@@ -572,8 +573,9 @@ static int creds_refresh_rejected(struct client *c, uint64_t gen)
 	int recent;
 
 	pthread_mutex_lock(&c->cred_lock);
-	recent = c->cred_gen == gen && c->refresh_done_ms &&
-		 util_mono_ms() - c->refresh_done_ms < CLIENT_REFRESH_MIN_GAP_MS;
+	recent =
+		c->cred_gen == gen && c->refresh_done_ms &&
+		util_mono_ms() - c->refresh_done_ms < CLIENT_REFRESH_MIN_GAP_MS;
 	pthread_mutex_unlock(&c->cred_lock);
 	if (recent)
 		return -EACCES;
@@ -742,7 +744,7 @@ int client_new(const struct client_config *cfg, struct client **out)
 	log_debug("client: %s bucket %s, %s style, region %s, sig %s%s%s",
 		  c->base_url, c->bucket, c->path_style ? "path" : "virtual",
 		  c->region,
-		  c->sig == CLIENT_SIG_V4	? "v4"
+		  c->sig == CLIENT_SIG_V4   ? "v4"
 		  : c->sig == CLIENT_SIG_V2 ? "v2"
 					    : "obs",
 		  c->resolve ? ", resolve " : "",
@@ -1250,7 +1252,8 @@ static int req_outcome(struct client_req *rq, CURLcode crc, int *retry,
 /* The one log line for a request that failed for good. */
 static void req_log_failure(struct client *c, const struct client_req *rq,
 			    int rc, const struct client_error *err,
-			    unsigned tries, int64_t elapsed_ms, const char *stop)
+			    unsigned tries, int64_t elapsed_ms,
+			    const char *stop)
 {
 	enum log_level level = LOG_LEVEL_ERROR;
 	char range[64] = "", after[160] = "";
@@ -1295,7 +1298,8 @@ static uint64_t req_wait_ms(struct client *c, const struct client_req *rq,
 			    unsigned fails)
 {
 	long sec = rq->resp.retry_after_sec;
-	uint64_t ms = client_backoff_ms(fails ? fails - 1 : 0, client_random(c));
+	uint64_t ms =
+		client_backoff_ms(fails ? fails - 1 : 0, client_random(c));
 
 	if (sec < 0)
 		return ms;
@@ -1370,7 +1374,7 @@ static int req_run(struct client *c, struct client_req *rq,
 		if (rc == 0)
 			rc = req_outcome(rq, crc, &retry, &err);
 		creds_put(c, cr);
-		how = rc == 0 ? POOL_OK
+		how = rc == 0				       ? POOL_OK
 		      : client_http_throttled(rq->resp.status) ? POOL_THROTTLED
 							       : POOL_FAILED;
 		pool_put(c, h, how, epoch);
@@ -1379,11 +1383,10 @@ static int req_run(struct client *c, struct client_req *rq,
 		if (rc == 0)
 			break;
 		if (rq->resp.status && !skew_retried &&
-		    client_clock_skewed(rq->resp.status, err.code,
-					rq->resp.date_sec,
-					util_now_sec() +
-						atomic_load(
-							&c->clock_offset_sec)) &&
+		    client_clock_skewed(
+			    rq->resp.status, err.code, rq->resp.date_sec,
+			    util_now_sec() +
+				    atomic_load(&c->clock_offset_sec)) &&
 		    rq->resp.date_sec > 0) {
 			/* Re-sign at once with the server's clock (B28). */
 			skew_retried = 1;
@@ -1397,15 +1400,15 @@ static int req_run(struct client *c, struct client_req *rq,
 			log_info("%s s3://%s/%s: %ld %s: renewing the "
 				 "credentials and trying again",
 				 client_op_names[rq->op], c->bucket, rq->key,
-				 rq->resp.status,
-				 err.code[0] ? err.code : "-");
+				 rq->resp.status, err.code[0] ? err.code : "-");
 			if (creds_refresh_rejected(c, gen) == 0)
 				continue;
 		}
 		if (!retry)
 			break;
 		if (rq->done > done_before) {
-			fails = 0; /* progress: resume, the budget starts over */
+			fails = 0; /* progress: resume, the budget starts over
+				    */
 			t_progress = util_mono_ms();
 		}
 		fails++;
@@ -1415,7 +1418,8 @@ static int req_run(struct client *c, struct client_req *rq,
 		}
 		/* An endpoint that never answered is more likely wrong than
 		 * down: say so in seconds, not after the whole budget. */
-		if (!atomic_load(&c->answered) && fails > CLIENT_FIRST_RETRIES &&
+		if (!atomic_load(&c->answered) &&
+		    fails > CLIENT_FIRST_RETRIES &&
 		    (crc == CURLE_COULDNT_CONNECT ||
 		     crc == CURLE_COULDNT_RESOLVE_HOST)) {
 			stop = "the endpoint never answered";

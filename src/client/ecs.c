@@ -35,9 +35,9 @@
 #define ECS_BACKOFF_MS	       200  /* doubled after each failed try */
 #define ECS_TOKEN_MAX	       4096 /* an IMDSv2 token is ~100 bytes */
 /* Both SDKs' header names [P §6.2 table]; a server reads its own. */
-#define ECS_TOKEN_TTL "21600"
-#define ECS_TOKEN_PATH	 "/meta-data/latest/api/token"
-#define ECS_SECKEY_PATH	 "/openstack/latest/securitykey"
+#define ECS_TOKEN_TTL	"21600"
+#define ECS_TOKEN_PATH	"/meta-data/latest/api/token"
+#define ECS_SECKEY_PATH "/openstack/latest/securitykey"
 
 /* ---- jansson with wiping ------------------------------------------------ */
 
@@ -156,8 +156,8 @@ static void ecs_buf_wipe(struct client_buf *b)
 
 /* One exchange; *@status is 0 when there was no HTTP answer. */
 static CURLcode ecs_exchange(CURL *h, int put, const char *url,
-			     struct curl_slist *headers, struct client_buf *body,
-			     long *status)
+			     struct curl_slist *headers,
+			     struct client_buf *body, long *status)
 {
 	CURLcode e = CURLE_OK;
 
@@ -318,7 +318,8 @@ int client_ecs_credentials(const char *base_url,
 			goto out; /* unreachable or out of memory: stop */
 		rc = -ENOMEM;
 		if (token &&
-		    (asprintf(&lines[0], "X-securitykey-Token: %s", token) < 0 ||
+		    (asprintf(&lines[0], "X-securitykey-Token: %s", token) <
+			     0 ||
 		     asprintf(&lines[1], "X-Metadata-Token: %s", token) < 0)) {
 			free(token);
 			free(lines[0]);

@@ -316,9 +316,8 @@ int client_http_throttled(long status)
 int client_creds_rejected(int is_head, long status, const char *code)
 {
 	static const char *const codes[] = {
-		"ExpiredToken",	      "TokenRefreshRequired",
-		"InvalidToken",	      "InvalidAccessKeyId",
-		"SignatureDoesNotMatch",
+		"ExpiredToken",	      "TokenRefreshRequired",  "InvalidToken",
+		"InvalidAccessKeyId", "SignatureDoesNotMatch",
 	};
 
 	if (status != 400 && status != 401 && status != 403)

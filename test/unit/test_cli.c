@@ -192,17 +192,22 @@ static void test_passwd_lines(void **state)
 
 static void test_signature_and_resolve(void **state)
 {
-	char *a[] = {"hoardfs",	    "--endpoint", "http://h", "--signature",
-		     "obs",	    "--resolve",  "b.h:80:127.0.0.1", "s3://bkt",
-		     "/m"};
-	char *b[] = {"hoardfs", "--endpoint", "http://h", "-o",
-		     "signature=v2", "s3://bkt", "/m"};
+	char *a[] = {"hoardfs",		 "--endpoint", "http://h",
+		     "--signature",	 "obs",	       "--resolve",
+		     "b.h:80:127.0.0.1", "s3://bkt",   "/m"};
+	char *b[] = {"hoardfs",	     "--endpoint", "http://h", "-o",
+		     "signature=v2", "s3://bkt",   "/m"};
 	char *bad1[] = {"hoardfs", "--endpoint", "http://h", "--signature",
-			"v3", "s3://bkt", "/m"};
+			"v3",	   "s3://bkt",	 "/m"};
 	char *bad2[] = {"hoardfs", "--endpoint", "http://h", "--resolve",
-			"b.h:80", "s3://bkt", "/m"};
-	char *bad3[] = {"hoardfs", "--endpoint", "http://h", "-o",
-			"resolve=b.h:x:127.0.0.1", "s3://bkt", "/m"};
+			"b.h:80",  "s3://bkt",	 "/m"};
+	char *bad3[] = {"hoardfs",
+			"--endpoint",
+			"http://h",
+			"-o",
+			"resolve=b.h:x:127.0.0.1",
+			"s3://bkt",
+			"/m"};
 	struct cli_options o;
 
 	(void)state;
@@ -230,27 +235,26 @@ static void test_signature_and_resolve(void **state)
 
 static void test_aws_credentials_file(void **state)
 {
-	static const char text[] =
-		"# comment\n"
-		"[default]\n"
-		"aws_access_key_id = DEF\n"
-		"aws_secret_access_key=DEFSK\n"
-		"\n"
-		"[ prod ]\n"
-		"; another comment\n"
-		"  aws_access_key_id =  PROD  \n"
-		"aws_secret_access_key = PRODSK\r\n"
-		"aws_security_token = OLD\n"
-		"aws_session_token = TOK\n"
-		"region = cn-north-4\n"
-		"[broken]\n"
-		"aws_access_key_id = X\n";
+	static const char text[] = "# comment\n"
+				   "[default]\n"
+				   "aws_access_key_id = DEF\n"
+				   "aws_secret_access_key=DEFSK\n"
+				   "\n"
+				   "[ prod ]\n"
+				   "; another comment\n"
+				   "  aws_access_key_id =  PROD  \n"
+				   "aws_secret_access_key = PRODSK\r\n"
+				   "aws_security_token = OLD\n"
+				   "aws_session_token = TOK\n"
+				   "region = cn-north-4\n"
+				   "[broken]\n"
+				   "aws_access_key_id = X\n";
 	struct cli_credentials c;
 
 	(void)state;
-	assert_int_equal(cli_aws_credentials_parse(text, strlen(text),
-						   "default", &c),
-			 0);
+	assert_int_equal(
+		cli_aws_credentials_parse(text, strlen(text), "default", &c),
+		0);
 	assert_string_equal(c.access_key, "DEF");
 	assert_string_equal(c.secret_key, "DEFSK");
 	assert_null(c.security_token);

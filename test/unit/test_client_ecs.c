@@ -27,12 +27,12 @@ static void test_ecs_documents(void **state)
 
 	(void)state;
 	/* The OBS SDK's format: microseconds. */
-	assert_int_equal(
-		parse("{\"credential\": {\"access\": \"AK1\", \"secret\": \"SK1\","
-		      " \"securitytoken\": \"TOK1\", \"expires_at\": "
-		      "\"2026-05-10T18:42:00.000000Z\"}}",
-		      &t),
-		0);
+	assert_int_equal(parse("{\"credential\": {\"access\": \"AK1\", "
+			       "\"secret\": \"SK1\","
+			       " \"securitytoken\": \"TOK1\", \"expires_at\": "
+			       "\"2026-05-10T18:42:00.000000Z\"}}",
+			       &t),
+			 0);
 	assert_string_equal(t.access_key, "AK1");
 	assert_string_equal(t.secret_key, "SK1");
 	assert_string_equal(t.security_token, "TOK1");

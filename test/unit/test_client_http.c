@@ -1003,8 +1003,8 @@ static void test_clock_skew(void **state)
 	for (int i = 1; i < 3; i++) {
 		if (i == 2)
 			assert_int_equal(client_head(c, "k", &meta, NULL), 0);
-		assert_true(mock_header(mock.reqs[i], "x-amz-date", v,
-					sizeof(v)));
+		assert_true(
+			mock_header(mock.reqs[i], "x-amz-date", v, sizeof(v)));
 		assert_true(strncmp(v, want, strlen(want)) == 0);
 	}
 	client_get_stats(c, &st);
@@ -1086,10 +1086,11 @@ static void test_credentials_refresh(void **state)
 	 * background: the request that notices goes on with the old ones. */
 	refresh_ttl = 3600;
 	time_t t0 = time(NULL);
-	assert_int_equal(client_set_credentials(
-				 c, &(struct client_credentials){
-					    "AK", "SK", "SHORT", t0 + 4}),
-			 0);
+	assert_int_equal(
+		client_set_credentials(
+			c, &(struct client_credentials){"AK", "SK", "SHORT",
+							t0 + 4}),
+		0);
 	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
 	assert_int_equal(refresh_calls, 1);
 	while (time(NULL) < t0 + 2)
@@ -1205,21 +1206,23 @@ static void test_throttling_and_budget(void **state)
 	 * resumed beyond max_retries: only failures in a row count. */
 	cfg.max_retries = 1;
 	cfg.retry_deadline_ms = 0;
-	r[0] = (struct mock_resp){206, ETAG_HDR "Content-Range: bytes 0-19/36\r\n",
+	r[0] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 0-19/36\r\n",
 				  "0123", 20, 1};
-	r[1] = (struct mock_resp){
-		206, ETAG_HDR "Content-Range: bytes 4-19/36\r\n", "4567", 16, 1};
-	r[2] = (struct mock_resp){
-		206, ETAG_HDR "Content-Range: bytes 8-19/36\r\n", "89ab", 12, 1};
+	r[1] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 4-19/36\r\n",
+				  "4567", 16, 1};
+	r[2] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 8-19/36\r\n",
+				  "89ab", 12, 1};
 	r[3] = (struct mock_resp){206,
 				  ETAG_HDR "Content-Range: bytes 12-19/36\r\n",
 				  "cdefghij", -1, 0};
 	mock_script(r, 4);
 	assert_int_equal(client_new(&cfg, &c), 0);
 	struct sink s = {0};
-	assert_int_equal(client_get(c, "obj", 0, 20, NULL, sink_fn, &s, NULL,
-				    &err),
-			 0);
+	assert_int_equal(
+		client_get(c, "obj", 0, 20, NULL, sink_fn, &s, NULL, &err), 0);
 	assert_int_equal(s.len, 20);
 	assert_memory_equal(s.data, "0123456789abcdefghij", 20);
 	client_get_stats(c, &st);
