@@ -349,7 +349,7 @@ static int pool_get(struct client *c, CURL **out, uint64_t *epoch)
 static void pool_put(struct client *c, CURL *h, enum pool_outcome how,
 		     uint64_t epoch)
 {
-	unsigned old_cap;
+	unsigned old_cap, new_cap;
 
 	pthread_mutex_lock(&c->lock);
 	c->idle[c->n_idle++] = h;
@@ -369,14 +369,14 @@ static void pool_put(struct client *c, CURL *h, enum pool_outcome how,
 	}
 	if (c->cap < c->stats.inflight_cap_min)
 		c->stats.inflight_cap_min = c->cap;
-	c->stats.inflight_cap = c->cap;
+	c->stats.inflight_cap = new_cap = c->cap;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
-	if (c->cap < old_cap)
+	if (new_cap < old_cap)
 		log_debug(
 			"client: throttled by the server: at most %u requests "
 			"in flight (was %u)",
-			c->cap, old_cap);
+			new_cap, old_cap);
 }
 
 /* ---- credentials -------------------------------------------------------- */

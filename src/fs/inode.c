@@ -192,7 +192,8 @@ static void listing_finish(struct fs *fs, const char *dir_key,
 {
 	size_t out = 0;
 
-	qsort(l->v, l->n, sizeof(*l->v), child_cmp);
+	if (l->n > 1) /* an empty listing has v == NULL: UB for qsort */
+		qsort(l->v, l->n, sizeof(*l->v), child_cmp);
 	for (size_t i = 0; i < l->n; i++) {
 		if (out > 0 && strcmp(l->v[out - 1].name, l->v[i].name) == 0) {
 			log_warn("s3://%s/%s%s is both an object and a prefix; "

@@ -51,6 +51,13 @@ def ops(s3, *names):
     return {n: st[n] for n in names}
 
 
+def sanitized():
+    """Whether HOARDFS_BIN is a sanitizer build (whose RSS means little)."""
+    from conftest import HOARDFS
+    out = subprocess.run(["ldd", HOARDFS], capture_output=True, text=True)
+    return "libasan" in out.stdout or "libtsan" in out.stdout
+
+
 def daemon_rss_kib(m):
     with open("/proc/%d/status" % m.proc.pid) as f:
         for line in f:
@@ -387,7 +394,7 @@ def test_b30_many_open_files_bounded_memory(s3, bucket, mount_factory,
                 peak = max(peak, daemon_rss_kib(m))
         assert p.wait() == 0 and lines >= 20000
         peak = max(peak, daemon_rss_kib(m))
-    assert peak < 64 * 1024, peak
+    assert peak < (64 if not sanitized() else 512) * 1024, peak
     figures("B30 48 open files + ls -lR of 20000 keys: daemon peak RSS "
             "%.1f MiB" % (peak / 1024))
 
