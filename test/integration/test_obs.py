@@ -3,6 +3,7 @@
 a DNS endpoint, reached here with --resolve), the three signature schemes
 with the security token in each scheme's own header [P §2.5], and
 ListObjects V1 paging without NextMarker [P §3]."""
+import errno
 import os
 import subprocess
 
@@ -117,3 +118,29 @@ def test_v1_paging_without_next_marker(obs, mount_factory):
         assert len(lists) == 1 + 5, lists
     finally:
         obs.faults({})
+
+
+def test_object_changed_mid_read_is_estale(s3, bucket, mount_factory):
+    """A part fetched after the object was overwritten carries If-Match
+    with the listed ETag: 412, which the reader sees as ESTALE [P §4], never
+    bytes of the new version mixed into the old."""
+    old = os.urandom(4 << 20)
+    s3.put(bucket, "chg", old)
+    with mount_factory(bucket, args=["--part-size", "64KiB"]) as m:
+        # Slow bodies (32 KiB/s per connection) keep most parts unfetched.
+        s3.faults({"bandwidth_bps": 32 << 10})
+        try:
+            fd = os.open(os.path.join(m.path, "chg"), os.O_RDONLY)
+            try:
+                assert os.pread(fd, 4096, 0) == old[:4096]
+                s3.faults({})
+                s3.put(bucket, "chg", os.urandom(4 << 20))
+                with pytest.raises(OSError) as e:
+                    os.pread(fd, 4096, (4 << 20) - 4096)
+                assert e.value.errno == errno.ESTALE
+            finally:
+                os.close(fd)
+        finally:
+            s3.faults({})
+    stale = [r for r in s3.stats()["requests"] if r["status"] == 412]
+    assert stale and all(r["key"] == "chg" for r in stale)
