@@ -107,7 +107,7 @@ static int setup_client(struct daemon *d)
 		.max_connections = d->opt.parallel + 4, /* GETs + listings */
 		.connect_timeout_ms = 10000,
 		.low_speed_time_sec = 30,
-		.max_retries = 8, /* the top of [P §5]'s 5-8 tries */
+		.max_retries = 8, /* in a row without progress [P §5] */
 		.ca_file = d->opt.ca_bundle,
 		.ssl_verify = 1,
 		.resolve = d->opt.resolve,

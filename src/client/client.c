@@ -563,12 +563,12 @@ static void creds_refresh_in_background(struct client *c)
 }
 
 /*
- * After an answer saying the credentials of set @gen are no good: renew
- * them once, unless that was just done (a refresh that ended less than
- * CLIENT_REFRESH_MIN_GAP_MS ago, with no newer set, would only fetch the
- * same keys again).  Returns 0 when a newer set is there to retry with.
+ * Set @gen is no good (expired, or refused by the server): renew it now,
+ * unless that was just tried (a refresh that ended less than
+ * CLIENT_REFRESH_MIN_GAP_MS ago with no newer set would only ask a failing
+ * metadata service again).  Returns 0 when a newer set is there.
  */
-static int creds_refresh_rejected(struct client *c, uint64_t gen)
+static int creds_refresh_gapped(struct client *c, uint64_t gen)
 {
 	int recent;
 
@@ -603,7 +603,7 @@ static struct client_creds *creds_for_attempt(struct client *c)
 	}
 	log_info("client: credentials with access key %s expired; renewing",
 		 client_key_hint(cr->access_key, hint));
-	(void)creds_refresh(c, cr->gen);
+	(void)creds_refresh_gapped(c, cr->gen);
 	creds_put(c, cr);
 	return creds_get(c);
 }
@@ -1401,7 +1401,7 @@ static int req_run(struct client *c, struct client_req *rq,
 				 "credentials and trying again",
 				 client_op_names[rq->op], c->bucket, rq->key,
 				 rq->resp.status, err.code[0] ? err.code : "-");
-			if (creds_refresh_rejected(c, gen) == 0)
+			if (creds_refresh_gapped(c, gen) == 0)
 				continue;
 		}
 		if (!retry)
