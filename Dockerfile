@@ -18,7 +18,7 @@ FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential pkg-config \
 	libfuse3-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev \
-	libxml2-dev \
+	libxml2-dev libjansson-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -29,7 +29,7 @@ RUN make clean && make -j"$(nproc)" \
 FROM debian:bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends fuse3 libfuse3-3 libcurl4 \
-	libssl3 libsqlite3-0 libxml2 ca-certificates \
+	libssl3 libsqlite3-0 libxml2 libjansson4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /
 RUN mkdir -p /cache && hoardfs --version

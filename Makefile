@@ -21,7 +21,7 @@ SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 endif
 
 CC ?= cc
-PKGS := fuse3 libcurl openssl sqlite3 libxml-2.0
+PKGS := fuse3 libcurl openssl sqlite3 libxml-2.0 jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)

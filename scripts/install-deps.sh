@@ -7,7 +7,7 @@ set -eu
 
 pkgs="build-essential pkg-config
 libfuse3-dev fuse3 mount
-libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev
+libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev libjansson-dev
 libcmocka-dev
 clang-format cppcheck shellcheck
 clang libclang-rt-14-dev
