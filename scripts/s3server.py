@@ -66,7 +66,9 @@ ADMIN API (path prefix /_admin/, unsigned, never counted; '_' cannot occur in a 
   GET  /_admin/stats[?requests=0]  {"GET","HEAD","LIST","PUT","DELETE","OTHER": counts,
                                     "bytes_sent": all response body bytes, "get_bytes": body
                                     bytes of 2xx object GETs, "requests": last 100000 of
-                                    {"op","bucket","key","range","status","bytes","request_id"}}
+                                    {"op","bucket","key","range","status","bytes","request_id",
+                                    "time" (epoch seconds, when the response headers went out),
+                                    and for a LIST "prefix"}}
   POST /_admin/reset               zero the counters and the request log
   GET  /_admin/faults              the fault config, with remaining/injected per rule
   POST /_admin/faults  JSON        replace the fault config ({} clears it):
@@ -74,6 +76,13 @@ ADMIN API (path prefix /_admin/, unsigned, never counted; '_' cannot occur in a 
          bandwidth_bps    per-connection cap on GET body bytes/s
          clock_offset_s   shift the server clock (Date header, 15-minute skew check)
          flavour          "s3" | "obs" (OBS XML namespace, x-obs-request-id, Server: OBS)
+         pfs              true: list like an OBS parallel file system bucket, whose
+                          directories are real: a LIST of prefix "dir/" (ending in the
+                          delimiter) returns "dir/" itself as its first Contents entry, size 0
+         omit_next_marker true: ListObjects V1 never sends NextMarker, even with a delimiter;
+                          the client must continue from the last Key or CommonPrefix
+         max_keys_cap     N > 0: no listing page holds more than N entries (MaxKeys says N),
+                          so paging and markers are exercised with a handful of keys
          seed             seed of the random generator used by rule rates
          errors           [rule, ...]; a rule has op (GET|HEAD|LIST|PUT|DELETE|OTHER|*),
                           bucket, key_regex (re.search on the key; the prefix for LIST), rate
@@ -81,6 +90,16 @@ ADMIN API (path prefix /_admin/, unsigned, never counted; '_' cannot occur in a 
                           retry_after (an S3 error, default 503 SlowDown), reset_after_bytes N
                           (send headers and N body bytes, then RST), short_body_bytes N (then
                           FIN). The first matching rule that fires wins.
+  GET  /_admin/credentials         {"credentials": [{"access_key", "expires_at", "expired",
+                                    "has_token"}, ...]} (no secrets)
+  POST /_admin/credentials JSON    temporary credentials, for token refresh tests:
+         access_key, secret_key   add (or replace) a credential
+         security_token           the token it requires (absent: any or none)
+         expires_in_s             it expires this many seconds from now (absent: never)
+         expire_others            true: every other credential expires now (a rotation)
+         expire                   [access_key, ...] that expire now
+       A request signed with an expired credential, or carrying an expired credential's
+       token, gets 403 ExpiredToken; an unknown access key 403 InvalidAccessKeyId.
   GET  /_admin/health              {"ok": true, "root": ...}
 Operations are classified as LIST (ListObjects V1/V2), GET/HEAD (object or HEAD bucket), PUT
 (object, part, copy, CreateBucket), DELETE (object, bucket) and OTHER (ListBuckets, POSTs,
@@ -148,6 +167,7 @@ ERROR_MESSAGES = {
     "AuthorizationHeaderMalformed": "The authorization header is malformed.",
     "BadDigest": "The Content-MD5 you specified did not match what we received.",
     "BucketNotEmpty": "The bucket you tried to delete is not empty",
+    "ExpiredToken": "The provided token has expired.",
     "EntityTooSmall": "Your proposed upload is smaller than the minimum allowed object size.",
     "IncompleteBody": "You did not provide the number of bytes specified by the Content-Length HTTP header.",
     "InternalError": "We encountered an internal error. Please try again.",
@@ -363,9 +383,11 @@ class Stats:
             self._get_bytes = 0
             self._log = collections.deque(maxlen=REQUEST_LOG_MAX)
 
-    def record(self, op, bucket, key, rng, status, nbytes, request_id):
+    def record(self, op, bucket, key, rng, status, nbytes, request_id, prefix=None):
         entry = {"op": op, "bucket": bucket, "key": key, "range": rng, "status": status,
-                 "bytes": nbytes, "request_id": request_id}
+                 "bytes": nbytes, "request_id": request_id, "time": time.time()}
+        if op == "LIST":
+            entry["prefix"] = prefix
         with self._lock:
             self._counts[op] += 1
             self._bytes_sent += nbytes
@@ -448,7 +470,8 @@ class Faults:
     added as a top-level key here (validated in configure) and applied at one place in the
     handler: latency before the response, error rules after auth, body rules while sending."""
 
-    KEYS = {"latency_ms", "bandwidth_bps", "errors", "clock_offset_s", "flavour", "seed"}
+    KEYS = {"latency_ms", "bandwidth_bps", "errors", "clock_offset_s", "flavour", "seed",
+            "omit_next_marker", "pfs", "max_keys_cap"}
 
     def __init__(self, flavour="s3"):
         self._lock = threading.Lock()
@@ -473,12 +496,17 @@ class Faults:
             self.rules = rules
             self.seed = cfg.get("seed")
             self._random = random.Random(self.seed)
+            self.omit_next_marker = bool(cfg.get("omit_next_marker"))
+            self.pfs = bool(cfg.get("pfs"))
+            self.max_keys_cap = int(cfg.get("max_keys_cap") or 0)
 
     def to_json(self):
         with self._lock:
             return {"latency_ms": self.latency_ms, "bandwidth_bps": self.bandwidth_bps,
                     "clock_offset_s": self.clock_offset_s, "flavour": self.flavour,
-                    "seed": self.seed, "errors": [r.to_json() for r in self.rules]}
+                    "seed": self.seed, "omit_next_marker": self.omit_next_marker,
+                    "pfs": self.pfs, "max_keys_cap": self.max_keys_cap,
+                    "errors": [r.to_json() for r in self.rules]}
 
     def pick(self, op, bucket, key, body_fault):
         """First matching rule of the wanted kind that fires (rate), with its count consumed."""
@@ -1198,28 +1226,95 @@ class AuthResult:
         self.seed_signature = seed_signature
 
 
-class Auth:
-    """Verifies SigV4 (header and presigned), SigV2 (header and presigned) and OBS signatures."""
+class Credential:
+    """One accepted access key: its secret, the token it requires (None: any or none) and when
+    it stops working (None: never)."""
 
-    def __init__(self, access_key, secret_key, region, security_token):
+    __slots__ = ("access_key", "secret_key", "security_token", "expires_at")
+
+    def __init__(self, access_key, secret_key, security_token=None, expires_at=None):
         self.access_key = access_key
         self.secret_key = secret_key
-        self.region = region                # None: accept any region in the scope
         self.security_token = security_token
+        self.expires_at = expires_at
+
+    def expired(self, now):
+        return self.expires_at is not None and now >= self.expires_at
+
+
+class Auth:
+    """Verifies SigV4 (header and presigned), SigV2 (header and presigned) and OBS signatures
+    against a table of credentials. The one given on the command line never expires; temporary
+    ones added through POST /_admin/credentials may, and then answer 403 ExpiredToken, as OBS
+    and AWS do for a stale STS token (see ADMIN API)."""
+
+    def __init__(self, access_key, secret_key, region, security_token):
+        self.region = region                # None: accept any region in the scope
+        self._lock = threading.Lock()
+        self._creds = {access_key: Credential(access_key, secret_key, security_token)}
+        self._retired_tokens = set()        # tokens of expired credentials
         self._keys = {}
 
-    def _signing_key(self, date, region, service):
-        k = (date, region, service)
+    def add_credential(self, spec):
+        """Admin: add/replace one credential and optionally expire the others (rotation)."""
+        if not isinstance(spec, dict):
+            raise ValueError("credentials config must be a JSON object")
+        unknown = set(spec) - {"access_key", "secret_key", "security_token", "expires_in_s",
+                               "expire_others", "expire"}
+        if unknown:
+            raise ValueError("unknown credential keys: %s" % ", ".join(sorted(unknown)))
+        now = time.time()
+        with self._lock:
+            expire = list(spec.get("expire") or [])
+            if spec.get("expire_others"):
+                expire += [ak for ak in self._creds if ak != spec.get("access_key")]
+            for ak in expire:
+                c = self._creds.get(ak)
+                if c is not None and not c.expired(now):
+                    c.expires_at = now
+                    if c.security_token is not None:
+                        self._retired_tokens.add(c.security_token)
+            if spec.get("access_key"):
+                if not spec.get("secret_key"):
+                    raise ValueError("secret_key is required with access_key")
+                ttl = spec.get("expires_in_s")
+                self._creds[spec["access_key"]] = Credential(
+                    spec["access_key"], spec["secret_key"], spec.get("security_token"),
+                    None if ttl is None else now + float(ttl))
+        return self.credentials_json()
+
+    def credentials_json(self):
+        now = time.time()
+        with self._lock:
+            return {"credentials": [
+                {"access_key": c.access_key, "expires_at": c.expires_at, "expired": c.expired(now),
+                 "has_token": c.security_token is not None}
+                for c in self._creds.values()]}
+
+    def _credential(self, access_key):
+        """The credential for access_key; 403 InvalidAccessKeyId or ExpiredToken."""
+        with self._lock:
+            c = self._creds.get(access_key)
+        if c is None:
+            raise S3Error(403, "InvalidAccessKeyId", AWSAccessKeyId=access_key)
+        if c.expired(time.time()):
+            raise S3Error(403, "ExpiredToken")
+        return c
+
+    def _signing_key(self, secret_key, date, region, service):
+        k = (secret_key, date, region, service)
         key = self._keys.get(k)
         if key is None:
-            key = sigv4_signing_key(self.secret_key, date, region, service)
+            key = sigv4_signing_key(secret_key, date, region, service)
             if len(self._keys) > 64:
                 self._keys.clear()
             self._keys[k] = key
         return key
 
-    def _check_token(self, token):
-        if self.security_token is not None and token != self.security_token:
+    def _check_token(self, cred, token):
+        if cred.security_token is not None and token != cred.security_token:
+            if token is not None and token in self._retired_tokens:
+                raise S3Error(403, "ExpiredToken")
             raise S3Error(403, "InvalidToken")
 
     @staticmethod
@@ -1286,8 +1381,7 @@ class Auth:
             raise S3Error(400, "AuthorizationHeaderMalformed",
                           "The authorization header is malformed; the Credential is mal-formed")
         access_key, date, region, service, _ = parts
-        if access_key != self.access_key:
-            raise S3Error(403, "InvalidAccessKeyId", AWSAccessKeyId=access_key)
+        cred = self._credential(access_key)
         if self.region is not None and region != self.region:
             raise S3Error(400, "AuthorizationHeaderMalformed",
                           "The authorization header is malformed; the region '%s' is wrong; "
@@ -1348,7 +1442,7 @@ class Auth:
                     for v in values]
 
         scope = "/".join([date, region, service, "aws4_request"])
-        key = self._signing_key(date, region, service)
+        key = self._signing_key(cred.secret_key, date, region, service)
         uris = [req.raw_path]
         normalised = uri_encode(urllib.parse.unquote_to_bytes(req.raw_path), True)
         if normalised != req.raw_path:
@@ -1370,7 +1464,7 @@ class Auth:
                 break
         if not ok:
             raise S3Error(403, "SignatureDoesNotMatch", AWSAccessKeyId=access_key)
-        self._check_token(token)
+        self._check_token(cred, token)
         return AuthResult("v4", payload_hash=payload_hash, signing_key=key, amz_date=amz_date,
                           scope=scope, seed_signature=signature)
 
@@ -1397,8 +1491,7 @@ class Auth:
             if not access_key or not signature:
                 raise S3Error(400, "InvalidArgument", "Authorization header is invalid")
             token = req.headers.get(prefix + "security-token")
-        if access_key != self.access_key:
-            raise S3Error(403, "InvalidAccessKeyId", AWSAccessKeyId=access_key)
+        cred = self._credential(access_key)
         if not presigned:
             date_hdr = req.headers.get(prefix + "date")
             date_line = "" if date_hdr is not None else (req.headers.get("Date") or "")
@@ -1422,13 +1515,13 @@ class Auth:
             sts = v2_string_to_sign(req.command, req.headers.get("Content-MD5", ""),
                                     req.headers.get("Content-Type", ""), date_line, prefixed,
                                     res, req.raw_query)
-            if hmac.compare_digest(v2_signature(self.secret_key, sts), signature):
+            if hmac.compare_digest(v2_signature(cred.secret_key, sts), signature):
                 ok = True
                 break
         if not ok:
             raise S3Error(403, "SignatureDoesNotMatch", AWSAccessKeyId=access_key,
                           StringToSign=sts)
-        self._check_token(token)
+        self._check_token(cred, token)
         return AuthResult("v2")
 
 
@@ -1681,6 +1774,7 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
         self.vhost = False
         self._admin = False
         self.auth = None
+        self.query = {}
         self.raw_path, self.raw_query = "/", ""
         te = (self.headers.get("Transfer-Encoding") or "").lower()
         try:
@@ -1765,7 +1859,7 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
         if not self._admin and not self._accounted:
             self._accounted = True
             srv.stats.record(self._op, self.bucket, self.obj_key, self._range, status, sent_bytes,
-                             self._request_id)
+                             self._request_id, self.query.get("prefix", ""))
         self._status = status
         try:
             reason = http.HTTPStatus(status).phrase
@@ -1845,6 +1939,16 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 except (ValueError, TypeError, re.error) as e:
                     return self._json(400, {"error": str(e)})
                 return self._json(200, srv.faults.to_json())
+        if path == "/_admin/credentials":
+            if method == "GET":
+                return self._json(200, srv.auth.credentials_json())
+            if method in ("POST", "PUT"):
+                data = self._read_all_small()
+                try:
+                    out = srv.auth.add_credential(json.loads(data.decode() or "{}"))
+                except (ValueError, TypeError) as e:
+                    return self._json(400, {"error": str(e)})
+                return self._json(200, out)
         if path == "/_admin/health" and method == "GET":
             return self._json(200, {"ok": True, "root": srv.store.root})
         return self._json(404, {"error": "unknown admin endpoint %s %s" % (method, path)})
@@ -2010,6 +2114,9 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 raise S3Error(400, "InvalidArgument", "Provided max-keys not an integer or within "
                               "integer range", ArgumentName="max-keys", ArgumentValue=raw_max)
             max_keys = min(max_keys, MAX_LIST_KEYS)
+        if self.server.faults.max_keys_cap:
+            # Small pages make paging (and its markers) cheap to test.
+            max_keys = min(max_keys, self.server.faults.max_keys_cap)
         token = query.get("continuation-token") if v2 else None
         start_after = query.get("start-after") if v2 else None
         marker = None if v2 else query.get("marker")
@@ -2026,7 +2133,26 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
             after = start_after or None
         else:
             after = marker or None
-        items, truncated = self.server.store.list_objects(bucket, prefix, delimiter, after, max_keys)
+        faults = self.server.faults
+        # OBS parallel file system: directories are real, and listing "dir/" returns the
+        # directory itself as a first, empty Contents entry (edge case B09).
+        pfs_self = (faults.pfs and prefix.endswith(delimiter or "/") and max_keys > 0
+                    and (after is None or after < prefix))
+        if pfs_self:
+            items, truncated = self.server.store.list_objects(bucket, prefix, delimiter, after,
+                                                              max(max_keys - 1, 1))
+            if items and items[0][0] == "key" and items[0][1] == prefix:
+                pfs_self = False  # a real marker object is there already
+            elif not items:
+                pfs_self = False  # no such directory
+            elif max_keys == 1:
+                items, truncated = [], True
+        else:
+            items, truncated = self.server.store.list_objects(bucket, prefix, delimiter, after,
+                                                              max_keys)
+        if pfs_self:
+            items = [("key", prefix, 0, time.time_ns(), '"%s"' % hashlib.md5(b"").hexdigest())] \
+                + list(items)
 
         enc = url_encode_key if encoding == "url" else (lambda s: s)
         fetch_owner = (not v2) or query.get("fetch-owner", "").lower() == "true"
@@ -2054,9 +2180,10 @@ class S3Handler(http.server.BaseHTTPRequestHandler):
                 next_token = base64.urlsafe_b64encode(
                     b"s3server:" + last.encode("utf-8")).decode().rstrip("=")
                 head.append("<NextContinuationToken>%s</NextContinuationToken>" % next_token)
-        elif truncated and delimiter and last is not None:
+        elif truncated and delimiter and last is not None and not faults.omit_next_marker:
             # AWS returns NextMarker only when a delimiter was given; otherwise the client
-            # continues from the last Key.
+            # continues from the last Key (or CommonPrefix). The omit_next_marker fault
+            # leaves it out always, as some S3-compatible servers do.
             head.append("<NextMarker>%s</NextMarker>" % xml_escape(enc(last)))
         owner = "<Owner><ID>%s</ID><DisplayName>%s</DisplayName></Owner>" % (OWNER_ID, OWNER_NAME)
         contents = []

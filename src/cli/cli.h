@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "hoardfs/client.h"
+
 /* Exit statuses (sysexits-like but as the brief and s3fs users expect). */
 #define CLI_EXIT_OK	 0
 #define CLI_EXIT_RUNTIME 1 /* bucket, credentials, endpoint, mount */
@@ -44,6 +46,8 @@ struct cli_options {
 	char *region;	   /* NULL: derive from the endpoint or us-east-1 */
 	int path_style;	   /* --path-style */
 	int list_v2;	   /* --list-v2 */
+	int signature;	   /* --signature: enum client_signature, V4 default */
+	char *resolve;	   /* --resolve HOST:PORT:ADDRESS, or NULL */
 	char *cache_dir;   /* NULL: the default, see cli_default_cache_dir() */
 	char *passwd_file; /* --passwd-file */
 	char *ca_bundle;   /* --ca-bundle, else AWS_CA_BUNDLE */
@@ -104,21 +108,58 @@ struct cli_credentials {
 	char *access_key;
 	char *secret_key;
 	char *security_token; /* NULL when none */
+	int64_t expires_sec;  /* temporary keys: when they expire; else 0 */
 	const char *source;   /* where they came from, for the log (static) */
+	char *metadata_url;   /* ECS keys: the service to renew them from */
+	client_refresh_fn refresh; /* ECS keys: cli_credentials_refresh */
 };
+
+/* The ECS/CCE metadata service [P §6.2]; HOARDFS_ECS_METADATA_URL
+ * overrides it ("off" skips that step). */
+#define CLI_ECS_METADATA_URL "http://169.254.169.254"
 
 /*
  * cli_credentials_load - the first credentials found in this order:
  * @passwd_file (when not NULL: lines "AK:SK[:TOKEN]", '#' comments; the
  * file must not be readable or writable by group or others),
  * OBS_ACCESS_KEY_ID / OBS_SECRET_ACCESS_KEY / OBS_SECURITY_TOKEN,
- * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
- * Returns 0, -ENOENT when none is found, -EPERM for a passwd file with a
- * too open mode, -EINVAL for one without a valid line, -errno when it
- * cannot be read; @err gets one line saying which (never a secret).
+ * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
+ * MoXing's ACCESS_KEY_ID / SECRET_ACCESS_KEY / SECURITY_TOKEN, the
+ * profile AWS_PROFILE (else "default") of the shared credentials file
+ * AWS_SHARED_CREDENTIALS_FILE (else ~/.aws/credentials), and last the
+ * temporary keys of the ECS metadata service (HOARDFS_ECS_METADATA_URL,
+ * else CLI_ECS_METADATA_URL), which come with c->refresh set so that the
+ * client renews them [P §6.1, §6.2].
+ * Returns 0, -ENOENT when none is found (or AWS_PROFILE names a profile
+ * the file lacks), -EPERM for a passwd file with a too open mode, -EINVAL
+ * for one without a valid line, -EACCES when the metadata service has no
+ * agency to offer, -errno when a file cannot be read; @err gets one line
+ * saying which (never a secret).  May block up to ~10 s on the metadata
+ * service.
  */
 int cli_credentials_load(const char *passwd_file, struct cli_credentials *c,
 			 char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/*
+ * cli_credentials_refresh - a client_refresh_fn for keys from the
+ * metadata service: @arg is the struct cli_credentials they were loaded
+ * into (only its metadata_url is read, so it is safe from any thread);
+ * fetches fresh keys and installs them with client_set_credentials().
+ * Returns 0 or the -errno of client_ecs_credentials().
+ */
+int cli_credentials_refresh(void *arg, struct client *c);
+
+/*
+ * cli_aws_credentials_parse - the keys of [@profile] in an AWS shared
+ * credentials file's text (@len bytes): aws_access_key_id,
+ * aws_secret_access_key and aws_session_token (or the older
+ * aws_security_token); '#' and ';' start comments; names and values are
+ * trimmed [P §7].  Returns 0, -ENOENT when the profile is missing,
+ * -EINVAL when it lacks a key or secret, -ENOMEM.
+ */
+int cli_aws_credentials_parse(const char *text, size_t len, const char *profile,
+			      struct cli_credentials *c)
 	__attribute__((warn_unused_result));
 
 /*

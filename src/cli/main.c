@@ -9,6 +9,7 @@
  * instead (ctl.c).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,23 @@ static void wipe_cache(struct daemon *d)
 		log_info("ephemeral cache %s emptied", d->opt.cache_dir);
 }
 
+/* One line of the client's counters at unmount (not after a failed
+ * start, which says why in one line and nothing else). */
+static void log_client_summary(struct client *c)
+{
+	struct client_stats st;
+
+	client_get_stats(c, &st);
+	log_info("client: %" PRIu64 " requests, %" PRIu64 " attempts, %" PRIu64
+		 " retries (%" PRIu64 " resumed bodies), %" PRIu64
+		 " throttled, %" PRIu64 " failed, %" PRIu64
+		 " credential refreshes; in-flight cap %u, lowest %u; clock "
+		 "offset %" PRId64 " s",
+		 st.requests, st.attempts, st.retries, st.resumed, st.throttled,
+		 st.failed, st.refreshes, st.inflight_cap, st.inflight_cap_min,
+		 st.clock_offset_sec);
+}
+
 static void teardown(struct daemon *d)
 {
 	if (d->mounted)
@@ -85,6 +103,8 @@ static void teardown(struct daemon *d)
 		fuse_session_destroy(d->se);
 	monitor_free(d->mon); /* writes the metrics file a last time */
 	sched_free(d->sched);
+	if (d->client && d->mounted_once)
+		log_client_summary(d->client);
 	fs_free(d->fs);
 	idx_close(d->idx);
 	if (d->opt.ephemeral && d->store && d->db_path && d->mounted_once)
@@ -136,16 +156,20 @@ static int setup_client(struct daemon *d)
 		.bucket = d->opt.bucket,
 		.path_style = d->opt.path_style,
 		.list_v2 = d->opt.list_v2,
-		.signature = CLIENT_SIG_V4,
+		.signature = d->opt.signature,
 		.creds = {.access_key = d->creds.access_key,
 			  .secret_key = d->creds.secret_key,
-			  .security_token = d->creds.security_token},
+			  .security_token = d->creds.security_token,
+			  .expires_sec = d->creds.expires_sec},
 		.max_connections = d->opt.parallel + 4, /* GETs + listings */
 		.connect_timeout_ms = 10000,
 		.low_speed_time_sec = 30,
-		.max_retries = 4,
+		.max_retries = 8, /* in a row without progress [P §5] */
 		.ca_file = d->opt.ca_bundle,
 		.ssl_verify = 1,
+		.resolve = d->opt.resolve,
+		.refresh = d->creds.refresh,
+		.refresh_arg = &d->creds,
 	};
 	struct client_list_page page = {0};
 	struct client_error err = {0};

@@ -37,6 +37,8 @@ static const char usage_text[] =
 	"                        path style for IP and localhost endpoints)\n"
 	"  --list-v2             ListObjectsV2 (default V1, which OBS always "
 	"has)\n"
+	"  --signature SCHEME    v4 (default), v2 or obs (native OBS "
+	"signing)\n"
 	"  --passwd-file FILE    AK:SK[:TOKEN] lines; refused unless mode "
 	"0600\n"
 	"  --ca-bundle FILE      CA certificates for https (else "
@@ -92,7 +94,12 @@ static const char usage_text[] =
 	"\n"
 	"Credentials, first found: --passwd-file; OBS_ACCESS_KEY_ID,\n"
 	"OBS_SECRET_ACCESS_KEY, OBS_SECURITY_TOKEN; AWS_ACCESS_KEY_ID,\n"
-	"AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.\n"
+	"AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; ACCESS_KEY_ID,\n"
+	"SECRET_ACCESS_KEY, SECURITY_TOKEN (MoXing); the AWS_PROFILE profile "
+	"of\n"
+	"~/.aws/credentials (or AWS_SHARED_CREDENTIALS_FILE); the temporary "
+	"keys\n"
+	"of the ECS metadata service, renewed before they expire.\n"
 	"\n"
 	"Exit status: 0 unmounted cleanly, 1 runtime error, 2 usage error.\n"
 	"\n"
@@ -111,6 +118,8 @@ enum opt_id {
 	OPT_REGION,
 	OPT_PATH_STYLE,
 	OPT_LIST_V2,
+	OPT_SIGNATURE,
+	OPT_RESOLVE,
 	OPT_PASSWD_FILE,
 	OPT_CA_BUNDLE,
 	OPT_CACHE_DIR,
@@ -148,6 +157,9 @@ static const struct opt_def opt_defs[] = {
 	{"region", 0, 1, OPT_REGION},
 	{"path-style", 0, 0, OPT_PATH_STYLE},
 	{"list-v2", 0, 0, OPT_LIST_V2},
+	{"signature", 0, 1, OPT_SIGNATURE},
+	/* Not in --help (a test and private-DNS aid); in the man page. */
+	{"resolve", 0, 1, OPT_RESOLVE},
 	{"passwd-file", 0, 1, OPT_PASSWD_FILE},
 	{"ca-bundle", 0, 1, OPT_CA_BUNDLE},
 	{"cache-dir", 0, 1, OPT_CACHE_DIR},
@@ -285,6 +297,27 @@ static int apply(struct cli_options *o, const struct opt_def *d,
 	case OPT_LIST_V2:
 		o->list_v2 = 1;
 		return 0;
+	case OPT_SIGNATURE:
+		if (strcmp(value, "v4") == 0)
+			o->signature = CLIENT_SIG_V4;
+		else if (strcmp(value, "v2") == 0)
+			o->signature = CLIENT_SIG_V2;
+		else if (strcmp(value, "obs") == 0)
+			o->signature = CLIENT_SIG_OBS;
+		else
+			return fail(err, errlen,
+				    "%s: '%s' is not v4, v2 or obs", shown,
+				    value);
+		return 0;
+	case OPT_RESOLVE:
+		/* HOST:PORT:ADDRESS, as curl --resolve takes it. */
+		if (!strchr(value, ':') ||
+		    strspn(strchr(value, ':') + 1, "0123456789") == 0 ||
+		    !strchr(strchr(value, ':') + 1, ':'))
+			return fail(err, errlen,
+				    "%s: '%s' is not HOST:PORT:ADDRESS", shown,
+				    value);
+		return set_str(&o->resolve, value);
 	case OPT_PASSWD_FILE:
 		return set_str(&o->passwd_file, value);
 	case OPT_CA_BUNDLE:
@@ -696,6 +729,7 @@ void cli_options_free(struct cli_options *o)
 	free(o->passwd_file);
 	free(o->ca_bundle);
 	free(o->metrics_file);
+	free(o->resolve);
 	for (size_t i = 0; i < o->nfuse_opts; i++)
 		free(o->fuse_opts[i]);
 	free(o->fuse_opts);

@@ -22,6 +22,7 @@ void client_resp_reset(struct client_resp *r)
 	r->content_length = -1;
 	r->last_modified = -1;
 	r->retry_after_sec = -1;
+	r->date_sec = -1;
 }
 
 /* Strict decimal into *@out; -1 for empty, non-digits or overflow. */
@@ -101,7 +102,8 @@ void client_resp_header(struct client_resp *r, const char *line, size_t len)
 		if (vlen >= sizeof(r->request_id))
 			vlen = sizeof(r->request_id) - 1;
 		(void)resp_copy(r->request_id, sizeof(r->request_id), v, vlen);
-	} else if (RESP_IS("last-modified") || RESP_IS("retry-after")) {
+	} else if (RESP_IS("last-modified") || RESP_IS("retry-after") ||
+		   RESP_IS("date")) {
 		int64_t secs;
 		time_t t;
 
@@ -121,7 +123,10 @@ void client_resp_header(struct client_resp *r, const char *line, size_t len)
 			return;
 		}
 		t = curl_getdate(tmp, NULL);
-		r->last_modified = t == -1 ? -1 : (int64_t)t;
+		if (RESP_IS("date"))
+			r->date_sec = t == -1 ? -1 : (int64_t)t;
+		else
+			r->last_modified = t == -1 ? -1 : (int64_t)t;
 	}
 #undef RESP_IS
 }
@@ -301,6 +306,52 @@ int client_curl_retryable(int curl_code)
 	default:
 		return 0;
 	}
+}
+
+int client_http_throttled(long status)
+{
+	return status == 429 || status == 503;
+}
+
+int client_creds_rejected(int is_head, long status, const char *code)
+{
+	static const char *const codes[] = {
+		"ExpiredToken",	      "TokenRefreshRequired",  "InvalidToken",
+		"InvalidAccessKeyId", "SignatureDoesNotMatch",
+	};
+
+	if (status != 400 && status != 401 && status != 403)
+		return 0;
+	if (!code || !code[0])
+		return is_head && status == 403;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strcmp(code, codes[i]) == 0)
+			return 1;
+	return 0;
+}
+
+int client_clock_skewed(long status, const char *code, int64_t server_sec,
+			int64_t local_sec)
+{
+	int64_t d = server_sec - local_sec;
+
+	if (status != 403)
+		return 0;
+	if (code && strcmp(code, "RequestTimeTooSkewed") == 0)
+		return 1;
+	return (!code || !code[0]) && server_sec > 0 &&
+	       (d > CLIENT_SKEW_GUESS_SEC || d < -CLIENT_SKEW_GUESS_SEC);
+}
+
+int64_t client_refresh_at(int64_t now, int64_t expires)
+{
+	int64_t margin = CLIENT_REFRESH_MARGIN_SEC;
+
+	if (expires <= 0)
+		return 0;
+	if (expires - now < 2 * margin)
+		margin = (expires - now) / 2;
+	return expires - (margin > 0 ? margin : 0);
 }
 
 uint64_t client_backoff_ms(unsigned attempt, uint64_t rnd)

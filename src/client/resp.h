@@ -26,6 +26,7 @@ struct client_resp {
 	int64_t content_length; /* Content-Length, -1 when absent */
 	int64_t last_modified;	/* Last-Modified, epoch sec; -1 absent/bad */
 	long retry_after_sec;	/* Retry-After in seconds, -1 when absent */
+	int64_t date_sec;	/* Date (server clock), epoch sec; -1 absent */
 	int bad;		/* nonzero: a needed header was malformed */
 	char etag[CLIENT_ETAG_MAX];	   /* ETag as sent (quoted), or "" */
 	char content_range[128];	   /* Content-Range value, or "" */
@@ -114,6 +115,43 @@ int client_http_retryable(long status);
  * permanent ones (bad URL, certificate rejected, out of memory).
  */
 int client_curl_retryable(int curl_code);
+
+/* client_http_throttled - nonzero for 429 and 503: the server asks us to
+ * slow down, so the in-flight cap is cut [P §5, H-limits]. */
+int client_http_throttled(long status);
+
+/*
+ * client_creds_rejected - nonzero when a failed answer says the
+ * credentials themselves are no longer good, so that temporary ones are
+ * worth refreshing once [P §5, §9.6]: status 400, 401 or 403 with code
+ * ExpiredToken, TokenRefreshRequired, InvalidToken, InvalidAccessKeyId
+ * or SignatureDoesNotMatch (a rotated secret), and a 403 to HEAD, which
+ * carries no code.  AccessDenied is a policy answer and is not included.
+ */
+int client_creds_rejected(int is_head, long status, const char *code);
+
+/*
+ * client_clock_skewed - nonzero when a failed answer says our clock is
+ * off [P §2.1, §5]: 403 RequestTimeTooSkewed, or a 403 without a code
+ * (HEAD) whose Date is more than CLIENT_SKEW_GUESS_SEC from @local_sec.
+ * @server_sec is the Date header, -1 when absent.
+ */
+int client_clock_skewed(long status, const char *code, int64_t server_sec,
+			int64_t local_sec);
+
+/* A HEAD 403 is taken for a skew error when the clocks differ this much
+ * (OBS and S3 allow 15 minutes; 5 leave room for honest drift). */
+#define CLIENT_SKEW_GUESS_SEC 300
+
+/*
+ * client_refresh_at - when to renew credentials that expire at @expires
+ * (epoch sec), installed at @now: 10 minutes before, as the OBS SDK and
+ * Terraform do [P §6.2], or half-way when they live less than 20 minutes.
+ * 0 when @expires is 0 (they never expire).
+ */
+int64_t client_refresh_at(int64_t now, int64_t expires);
+
+#define CLIENT_REFRESH_MARGIN_SEC 600
 
 /*
  * client_backoff_ms - the wait before retry number @attempt (0 for the

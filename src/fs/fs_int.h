@@ -15,8 +15,10 @@
 #define FS_NAME_MAX 255
 
 /* Lookups in a directory without a listing answered by a LIST of the
- * name and a HEAD before the whole directory is listed instead. */
-#define FS_TARGETED_LOOKUPS 2
+ * name and a HEAD before the whole directory is listed instead: one, so a
+ * deep path costs two requests per level, and a directory a loader walks
+ * is listed from its second name on. */
+#define FS_TARGETED_LOOKUPS 1
 
 /* Buckets of the key -> inode table; chains grow past this gracefully. */
 #define FS_TABLE_SIZE 65536

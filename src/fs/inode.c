@@ -200,7 +200,8 @@ static void listing_finish(struct fs *fs, const char *dir_key,
 {
 	size_t out = 0;
 
-	qsort(l->v, l->n, sizeof(*l->v), child_cmp);
+	if (l->n > 1) /* an empty listing has v == NULL: UB for qsort */
+		qsort(l->v, l->n, sizeof(*l->v), child_cmp);
 	for (size_t i = 0; i < l->n; i++) {
 		if (out > 0 && strcmp(l->v[out - 1].name, l->v[i].name) == 0) {
 			log_warn("s3://%s/%s%s is both an object and a prefix; "
@@ -268,7 +269,7 @@ struct wbuf {
 
 static void wput(struct wbuf *b, const void *data, size_t n)
 {
-	if (b->failed)
+	if (b->failed || n == 0) /* n == 0 may come with data == NULL */
 		return;
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 4096;
@@ -284,8 +285,7 @@ static void wput(struct wbuf *b, const void *data, size_t n)
 		b->p = p;
 		b->cap = cap;
 	}
-	if (n) /* data is NULL for an empty field (a directory's ETag) */
-		memcpy(b->p + b->len, data, n);
+	memcpy(b->p + b->len, data, n);
 	b->len += n;
 }
 
@@ -530,9 +530,9 @@ int fs_lookup(struct fs *fs, struct fs_inode *dir, const char *name,
 	struct fs_listing *l;
 	int may_target, rc;
 
-	/* The first few lookups in a directory with no listing are
-	 * targeted; after that a loader is walking it, and one listing per
-	 * 1000 names is cheaper than two requests per name. */
+	/* The first lookup in a directory with no listing is targeted;
+	 * after that a loader is walking it, and one listing per 1000 names
+	 * is cheaper than two requests per name. */
 	pthread_mutex_lock(&fs->lock);
 	may_target = !dir->listing && dir->targeted < FS_TARGETED_LOOKUPS;
 	if (may_target)

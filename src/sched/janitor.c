@@ -69,7 +69,7 @@ static int janitor_load(struct janitor *j)
 			after = v[n - 1].id;
 		idx_entries_clear(v, n);
 	} while (rc == 0 && n == JANITOR_PAGE && !atomic_load(&j->s->stopping));
-	if (j->n) /* qsort's array may not be NULL, even empty (UBSan) */
+	if (j->n > 0) /* qsort wants an array, even of none */
 		qsort(j->names, j->n, sizeof(*j->names), name_cmp);
 	return rc;
 }
@@ -81,7 +81,8 @@ static int janitor_visit(void *arg, const char *name, const struct stat *st)
 	if (atomic_load(&j->s->stopping))
 		return -ECANCELED;
 	if (st->st_mtime >= j->started_sec - JANITOR_GRACE_SEC ||
-	    bsearch(name, j->names, j->n, sizeof(*j->names), name_cmp))
+	    (j->n &&
+	     bsearch(name, j->names, j->n, sizeof(*j->names), name_cmp)))
 		return 0;
 	if (store_file_remove(j->s->store, name) == 0) {
 		j->removed++;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hoardfs/log.h"
+#include "hoardfs/util.h"
 #include "sched/sched_int.h"
 
 int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
@@ -40,9 +41,14 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 			case PART_PRESENT:
 				break;
 			case PART_FAILED:
+				/* The error stands for a moment, so the
+				 * kernel's second read of a page whose
+				 * read-ahead failed does not run the client's
+				 * retries again. */
 				rc = o->part_err[p];
-				o->part[p] =
-					PART_ABSENT; /* next wait retries */
+				if (util_mono_ms() - o->fail_ms >=
+				    SCHED_FAIL_MEMORY_MS)
+					o->part[p] = PART_ABSENT;
 				break;
 			case PART_ABSENT:
 			case PART_QUEUED:

@@ -327,6 +327,7 @@ static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
 	} else {
 		o->part[p] = PART_FAILED;
 		o->part_err[p] = rc;
+		o->fail_ms = util_mono_ms();
 		s->stats.fetch_errors++;
 		if (rc == -EDQUOT)
 			o->part_err[p] = rc = -ENOSPC;

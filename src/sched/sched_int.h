@@ -23,6 +23,12 @@ enum part_state {
 	PART_FAILED,	 /* last fetch failed; part_err says why */
 };
 
+/* How long a failed part answers with its error before a wait fetches it
+ * again: long enough to cover the kernel's immediate re-read of a page
+ * whose read-ahead failed, short enough that a reader retrying by hand
+ * gets a fresh attempt. */
+#define SCHED_FAIL_MEMORY_MS 2000
+
 /* Buckets of the object table: live objects are the open or in-flight
  * ones, a few thousand at most; chains stay short. */
 #define SCHED_TABLE_SIZE 4096
@@ -44,6 +50,7 @@ struct sched_obj {
 	uint32_t nparts;  /* ceil(size / part_size) */
 	uint8_t *part;	  /* lock: enum part_state per part */
 	int *part_err;	  /* lock: -errno of each failed part */
+	int64_t fail_ms;  /* lock: util_mono_ms() of the last failed part */
 	uint32_t present; /* lock: parts in PART_PRESENT */
 	uint32_t fetched; /* lock: parts fetched by this instance */
 	atomic_int complete; /* every part present: reads take no lock */

@@ -10,8 +10,10 @@ and real hoardfs mounts through /dev/fuse.
 """
 import hashlib
 import os
+import pathlib
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -27,11 +29,29 @@ MOUNT_TIMEOUT_S = 15
 EXIT_TIMEOUT_S = 15
 
 
+def _closed_port():
+    """A local port nobody listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Every hoardfs the tests start looks for ECS temporary credentials here
+# last: a closed local port, so a test never reaches a real metadata
+# service and "no credentials" is answered at once.
+NO_METADATA_URL = "http://127.0.0.1:%d" % _closed_port()
+MOXING_VARS = ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY", "SECURITY_TOKEN")
+
+
 def clean_env(extra=None):
     """The caller's environment without anything that would point hoardfs
-    at another store or other credentials."""
+    at another store or other credentials: no AWS_*, OBS_*, S3_* or MoXing
+    variables, no ~/.aws/credentials, no metadata service."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "OBS_", "S3_"))}
+           if not k.startswith(("AWS_", "OBS_", "S3_", "HOARDFS_"))
+           and k not in MOXING_VARS}
+    env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    env["HOARDFS_ECS_METADATA_URL"] = NO_METADATA_URL
     env.update(extra or {})
     return env
 
@@ -46,8 +66,14 @@ class Mount:
     """One hoardfs daemon in the foreground, mounted at `path`."""
 
     def __init__(self, s3, tmp_path, bucket, prefix="", cache_dir=None,
-                 args=(), env=None, name="mnt"):
+                 args=(), env=None, name="mnt", path_style=True,
+                 endpoint=None, base=None):
+        # base: another directory for the mountpoint, log and cache (one
+        # that other users can reach, say), instead of the test's tmp_path
+        tmp_path = pathlib.Path(base) if base else tmp_path
         self.s3 = s3
+        self.endpoint = endpoint or s3.endpoint
+        self.path_style = path_style
         self.path = str(tmp_path / name)
         self.cache_dir = str(cache_dir or tmp_path / (name + "-cache"))
         self.log_path = str(tmp_path / (name + ".log"))
@@ -59,7 +85,8 @@ class Mount:
         os.makedirs(self.path, exist_ok=True)
 
     def command(self):
-        return [HOARDFS, "-f", "--endpoint", self.s3.endpoint, "--path-style",
+        return [HOARDFS, "-f", "--endpoint", self.endpoint] + (
+            ["--path-style"] if self.path_style else []) + [
                 "--cache-dir", self.cache_dir] + self.args + [
                     self.source, self.path]
 
@@ -121,6 +148,30 @@ class Mount:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# Figures that tests report (soak and weather runs): printed at the end of
+# the session whatever pytest's capture mode, and written to the tests' logs.
+FIGURES = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("hard weather figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def figures(tmp_path):
+    """report(line): keep a figure line for the session summary and
+    append it to <tmp_path>/figures.log."""
+    def report(line):
+        FIGURES.append(line)
+        with open(tmp_path / "figures.log", "a") as f:
+            f.write(line + "\n")
+        print(line)
+    return report
 
 
 @pytest.fixture(scope="session")

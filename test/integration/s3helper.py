@@ -44,6 +44,7 @@ Methods:
   reset() -> None                POST /_admin/reset
   faults(config=None) -> dict    config None: read; a dict: POST it ({} clears); returns the
                                  server's view of the fault config
+  credentials(spec=None) -> dict  read, or add/expire temporary credentials
   client(access_key=None, secret_key=None, session_token=None, region=None, **config)
                                  -> botocore S3 client
                                  path-style, SigV4, total_max_attempts=1 (so request counts
@@ -63,7 +64,8 @@ AWS_CA_BUNDLE, profile or endpoint settings cannot leak into the tests.
 Admin API (unsigned, not counted in stats):
   GET  /_admin/stats[?requests=0]   counters by op (GET, HEAD, LIST, PUT, DELETE, OTHER),
                                     bytes_sent, get_bytes and the last 100000 requests as
-                                    {"op","bucket","key","range","status","bytes","request_id"}
+                                    {"op","bucket","key","range","status","bytes","request_id",
+                                    "time"} (and "prefix" for a LIST)
   POST /_admin/reset                zero counters and the request log
   GET  /_admin/faults               current fault config (with remaining/injected per rule)
   POST /_admin/faults {...}         replace it: latency_ms, bandwidth_bps, clock_offset_s,
@@ -71,7 +73,14 @@ Admin API (unsigned, not counted in stats):
                                     is {op, bucket, key_regex, rate, count} plus either
                                     {status, code, message, retry_after} (an S3 error),
                                     {reset_after_bytes: N} (RST after N body bytes) or
-                                    {short_body_bytes: N} (FIN after N body bytes)
+                                    {short_body_bytes: N} (FIN after N body bytes);
+                                    pfs: true (OBS parallel file system listings: "dir/"
+                                    lists itself), omit_next_marker: true (V1 without
+                                    NextMarker)
+  GET  /_admin/credentials          accepted access keys and their expiry (no secrets)
+  POST /_admin/credentials {...}    temporary credentials: access_key, secret_key,
+                                    security_token, expires_in_s, expire_others, expire;
+                                    expired ones get 403 ExpiredToken
   GET  /_admin/health               {"ok": true}
 """
 
@@ -269,6 +278,12 @@ class S3Server:
         if config is None:
             return self.admin("GET", "/_admin/faults")
         return self.admin("POST", "/_admin/faults", config)
+
+    def credentials(self, spec=None):
+        """spec None: the accepted keys; a dict: POST /_admin/credentials (see above)."""
+        if spec is None:
+            return self.admin("GET", "/_admin/credentials")
+        return self.admin("POST", "/_admin/credentials", spec)
 
     # -- S3 through boto3
 

@@ -941,10 +941,13 @@ def test_request_accounting(srv, s3, bucket):
     reqs = st["requests"]
     assert [r["op"] for r in reqs] == ["GET", "GET", "HEAD", "LIST", "LIST", "PUT", "DELETE", "GET"]
     assert reqs[1] == {"op": "GET", "bucket": bucket, "key": "acct", "range": "bytes=0-3",
-                       "status": 206, "bytes": 4, "request_id": reqs[1]["request_id"]}
+                       "status": 206, "bytes": 4, "request_id": reqs[1]["request_id"],
+                       "time": reqs[1]["time"]}
+    assert reqs[0]["time"] <= reqs[1]["time"] <= time.time()
     assert reqs[0]["range"] is None and reqs[0]["status"] == 200
     assert reqs[-1]["status"] == 404 and reqs[-1]["key"] == "missing"
     assert reqs[3]["key"] is None and reqs[3]["bucket"] == bucket
+    assert reqs[3]["prefix"] == "" and "prefix" not in reqs[0]
     assert st["bytes_sent"] >= st["get_bytes"]
     assert len({r["request_id"] for r in reqs}) == len(reqs)
     srv.reset()
@@ -1100,3 +1103,119 @@ def test_helper_ignores_aws_environment(srv, bucket, monkeypatch):
     s3.put_object(Bucket=bucket, Key="env", Body=b"clean")
     assert s3.get_object(Bucket=bucket, Key="env")["Body"].read() == b"clean"
     assert os.environ["AWS_PROFILE"] == "no-such-profile-xyz"  # restored after client creation
+
+
+# --------------------------------------------------------------------------------------------
+# OBS listing modes and expiring credentials (the weather hoardfs must survive)
+
+
+def test_fault_omit_next_marker(srv, s3, bucket):
+    for k in ["d/a", "d/b", "d/sub/x", "d/t/y", "e"]:
+        s3.put_object(Bucket=bucket, Key=k, Body=b"1")
+    q = "delimiter=%2F&max-keys=2&prefix=d%2F"
+    status, _, body = raw_request(srv, "GET", "/" + bucket, q)
+    assert status == 200 and b"<NextMarker>d/b</NextMarker>" in body
+    srv.faults({"omit_next_marker": True})
+    try:
+        assert srv.faults()["omit_next_marker"] is True
+        status, _, body = raw_request(srv, "GET", "/" + bucket, q)
+        assert status == 200 and b"<IsTruncated>true</IsTruncated>" in body
+        assert b"NextMarker" not in body
+        # The client continues from the last CommonPrefix: the marker skips the whole
+        # rolled-up prefix, as S3 does.
+        resp = s3.list_objects(Bucket=bucket, Prefix="d/", Delimiter="/", Marker="d/sub/")
+        assert [p["Prefix"] for p in resp["CommonPrefixes"]] == ["d/t/"]
+        assert "Contents" not in resp and "NextMarker" not in resp
+        # max_keys_cap: small pages whatever the client asks for.
+        srv.faults({"omit_next_marker": True, "max_keys_cap": 1})
+        resp = s3.list_objects(Bucket=bucket, Prefix="d/", Delimiter="/", MaxKeys=1000)
+        assert resp["MaxKeys"] == 1 and resp["IsTruncated"]
+        assert [c["Key"] for c in resp["Contents"]] == ["d/a"]
+        # V2 is unaffected: it has continuation tokens.
+        status, _, body = raw_request(srv, "GET", "/" + bucket, q + "&list-type=2")
+        assert b"<NextContinuationToken>" in body
+    finally:
+        srv.faults({})
+
+
+def test_fault_pfs_lists_the_directory_itself(srv, s3, bucket):
+    for k in ["unit-test/test", "unit-test/sub/x", "other/y"]:
+        s3.put_object(Bucket=bucket, Key=k, Body=b"12")
+    srv.faults({"pfs": True, "flavour": "obs"})
+    try:
+        resp = s3.list_objects(Bucket=bucket, Prefix="unit-test/", Delimiter="/")
+        assert [c["Key"] for c in resp["Contents"]] == ["unit-test/", "unit-test/test"]
+        assert resp["Contents"][0]["Size"] == 0
+        assert [p["Prefix"] for p in resp["CommonPrefixes"]] == ["unit-test/sub/"]
+        # The self entry counts against max-keys and paging goes on after it.
+        resp = s3.list_objects(Bucket=bucket, Prefix="unit-test/", Delimiter="/", MaxKeys=1)
+        assert [c["Key"] for c in resp["Contents"]] == ["unit-test/"] and resp["IsTruncated"]
+        resp = s3.list_objects(Bucket=bucket, Prefix="unit-test/", Delimiter="/",
+                               Marker="unit-test/")
+        assert [c["Key"] for c in resp["Contents"]] == ["unit-test/test"]
+        # The bucket root and a missing directory have no self entry.
+        resp = s3.list_objects(Bucket=bucket, Delimiter="/")
+        assert "Contents" not in resp
+        resp = s3.list_objects(Bucket=bucket, Prefix="nope/", Delimiter="/")
+        assert "Contents" not in resp
+        # A real marker object is not doubled.
+        s3.put_object(Bucket=bucket, Key="other/", Body=b"")
+        resp = s3.list_objects(Bucket=bucket, Prefix="other/", Delimiter="/")
+        assert [c["Key"] for c in resp["Contents"]] == ["other/", "other/y"]
+    finally:
+        srv.faults({})
+    resp = s3.list_objects(Bucket=bucket, Prefix="unit-test/", Delimiter="/")
+    assert [c["Key"] for c in resp["Contents"]] == ["unit-test/test"]
+
+
+def test_expiring_credentials():
+    with S3Server() as srv:
+        srv.create_bucket("cred")
+        srv.put("cred", "k", b"v")
+        out = srv.admin("POST", "/_admin/credentials",
+                        {"access_key": "TMP1", "secret_key": "sk1", "security_token": "tok1",
+                         "expires_in_s": 3600})
+        assert {c["access_key"] for c in out["credentials"]} == {srv.access_key, "TMP1"}
+        assert all("secret" not in str(c) for c in out["credentials"])
+        tmp = srv.client(access_key="TMP1", secret_key="sk1", session_token="tok1")
+        assert tmp.get_object(Bucket="cred", Key="k")["Body"].read() == b"v"
+        with pytest.raises(ClientError) as e:
+            srv.client(access_key="TMP1", secret_key="sk1", session_token="bad").get_object(
+                Bucket="cred", Key="k")
+        assert error_of(e) == ("InvalidToken", 403)
+        # Rotation: TMP2 replaces TMP1, whose requests now get ExpiredToken (also V2/OBS).
+        srv.admin("POST", "/_admin/credentials",
+                  {"access_key": "TMP2", "secret_key": "sk2", "security_token": "tok2",
+                   "expire": ["TMP1"]})
+        with pytest.raises(ClientError) as e:
+            tmp.get_object(Bucket="cred", Key="k")
+        assert error_of(e) == ("ExpiredToken", 403)
+        v2 = srv.client(access_key="TMP1", secret_key="sk1", session_token="tok1",
+                        signature_version="s3")
+        with pytest.raises(ClientError) as e:
+            v2.get_object(Bucket="cred", Key="k")
+        assert error_of(e) == ("ExpiredToken", 403)
+        new = srv.client(access_key="TMP2", secret_key="sk2", session_token="tok2")
+        assert new.get_object(Bucket="cred", Key="k")["Body"].read() == b"v"
+        # A retired token presented with a live key is expired too.
+        with pytest.raises(ClientError) as e:
+            srv.client(access_key="TMP2", secret_key="sk2", session_token="tok1").get_object(
+                Bucket="cred", Key="k")
+        assert error_of(e) == ("ExpiredToken", 403)
+        # expires_in_s runs out by itself.
+        srv.admin("POST", "/_admin/credentials",
+                  {"access_key": "TMP3", "secret_key": "sk3", "expires_in_s": 0.5})
+        t3 = srv.client(access_key="TMP3", secret_key="sk3")
+        assert t3.get_object(Bucket="cred", Key="k")["Body"].read() == b"v"
+        time.sleep(0.7)
+        with pytest.raises(ClientError) as e:
+            t3.get_object(Bucket="cred", Key="k")
+        assert error_of(e) == ("ExpiredToken", 403)
+        # expire_others leaves only the new one; the command-line key too.
+        srv.admin("POST", "/_admin/credentials",
+                  {"access_key": "TMP4", "secret_key": "sk4", "expire_others": True})
+        with pytest.raises(ClientError) as e:
+            srv.client().get_object(Bucket="cred", Key="k")
+        assert error_of(e) == ("ExpiredToken", 403)
+        with pytest.raises(RuntimeError):
+            srv.admin("POST", "/_admin/credentials", {"acces_key": "typo"})

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -189,6 +190,163 @@ static void test_passwd_lines(void **state)
 	cli_credentials_free(&c);
 }
 
+static void test_signature_and_resolve(void **state)
+{
+	char *a[] = {"hoardfs",		 "--endpoint", "http://h",
+		     "--signature",	 "obs",	       "--resolve",
+		     "b.h:80:127.0.0.1", "s3://bkt",   "/m"};
+	char *b[] = {"hoardfs",	     "--endpoint", "http://h", "-o",
+		     "signature=v2", "s3://bkt",   "/m"};
+	char *bad1[] = {"hoardfs", "--endpoint", "http://h", "--signature",
+			"v3",	   "s3://bkt",	 "/m"};
+	char *bad2[] = {"hoardfs", "--endpoint", "http://h", "--resolve",
+			"b.h:80",  "s3://bkt",	 "/m"};
+	char *bad3[] = {"hoardfs",
+			"--endpoint",
+			"http://h",
+			"-o",
+			"resolve=b.h:x:127.0.0.1",
+			"s3://bkt",
+			"/m"};
+	struct cli_options o;
+
+	(void)state;
+	assert_int_equal(cli_parse(ARGC(a), a, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.signature, CLIENT_SIG_OBS);
+	assert_string_equal(o.resolve, "b.h:80:127.0.0.1");
+	cli_options_free(&o);
+	assert_int_equal(cli_parse(ARGC(b), b, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.signature, CLIENT_SIG_V2);
+	assert_null(o.resolve);
+	cli_options_free(&o);
+	assert_int_equal(cli_parse(ARGC(bad1), bad1, &o, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "--signature"));
+	cli_options_free(&o);
+	assert_int_equal(cli_parse(ARGC(bad2), bad2, &o, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "HOST:PORT:ADDRESS"));
+	cli_options_free(&o);
+	assert_int_equal(cli_parse(ARGC(bad3), bad3, &o, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "-o resolve"));
+	cli_options_free(&o);
+}
+
+static void test_aws_credentials_file(void **state)
+{
+	static const char text[] = "# comment\n"
+				   "[default]\n"
+				   "aws_access_key_id = DEF\n"
+				   "aws_secret_access_key=DEFSK\n"
+				   "\n"
+				   "[ prod ]\n"
+				   "; another comment\n"
+				   "  aws_access_key_id =  PROD  \n"
+				   "aws_secret_access_key = PRODSK\r\n"
+				   "aws_security_token = OLD\n"
+				   "aws_session_token = TOK\n"
+				   "region = cn-north-4\n"
+				   "[broken]\n"
+				   "aws_access_key_id = X\n";
+	struct cli_credentials c;
+
+	(void)state;
+	assert_int_equal(
+		cli_aws_credentials_parse(text, strlen(text), "default", &c),
+		0);
+	assert_string_equal(c.access_key, "DEF");
+	assert_string_equal(c.secret_key, "DEFSK");
+	assert_null(c.security_token);
+	cli_credentials_free(&c);
+	assert_int_equal(
+		cli_aws_credentials_parse(text, strlen(text), "prod", &c), 0);
+	assert_string_equal(c.access_key, "PROD");
+	assert_string_equal(c.secret_key, "PRODSK");
+	assert_string_equal(c.security_token, "TOK");
+	cli_credentials_free(&c);
+	assert_int_equal(
+		cli_aws_credentials_parse(text, strlen(text), "broken", &c),
+		-EINVAL);
+	assert_null(c.access_key);
+	assert_int_equal(
+		cli_aws_credentials_parse(text, strlen(text), "nope", &c),
+		-ENOENT);
+	assert_int_equal(cli_aws_credentials_parse("", 0, "default", &c),
+			 -ENOENT);
+}
+
+/* The environment steps of the chain, in order (no network: the last
+ * step, the metadata service, is switched off). */
+static void test_credential_chain_env(void **state)
+{
+	struct cli_credentials c;
+	char path[] = "/tmp/hoardfs-test-creds-XXXXXX";
+	static const char file[] = "[default]\naws_access_key_id=FAK\n"
+				   "aws_secret_access_key=FSK\n"
+				   "[p2]\naws_access_key_id=P2AK\n"
+				   "aws_secret_access_key=P2SK\n";
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, file, strlen(file)), (ssize_t)strlen(file));
+	close(fd);
+	setenv("HOARDFS_ECS_METADATA_URL", "off", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	unsetenv("AWS_PROFILE");
+	setenv("ACCESS_KEY_ID", "MAK", 1);
+	setenv("SECRET_ACCESS_KEY", "MSK", 1);
+	setenv("SECURITY_TOKEN", "MTOK", 1);
+	setenv("AWS_ACCESS_KEY_ID", "AAK", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ASK", 1);
+	setenv("OBS_ACCESS_KEY_ID", "OAK", 1);
+	setenv("OBS_SECRET_ACCESS_KEY", "OSK", 1);
+
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.access_key, "OAK");
+	assert_null(c.refresh);
+	cli_credentials_free(&c);
+	unsetenv("OBS_ACCESS_KEY_ID");
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.access_key, "AAK");
+	cli_credentials_free(&c);
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.access_key, "MAK");
+	assert_string_equal(c.security_token, "MTOK");
+	cli_credentials_free(&c);
+	unsetenv("ACCESS_KEY_ID");
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.access_key, "FAK");
+	assert_null(c.security_token);
+	cli_credentials_free(&c);
+	setenv("AWS_PROFILE", "p2", 1);
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.access_key, "P2AK");
+	cli_credentials_free(&c);
+	/* A profile that is not there is an error, not a fall-through. */
+	setenv("AWS_PROFILE", "p3", 1);
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "p3"));
+	unsetenv("AWS_PROFILE");
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "no credentials"));
+	assert_null(strstr(err, "MSK"));
+
+	unlink(path);
+	unsetenv("HOARDFS_ECS_METADATA_URL");
+	unsetenv("AWS_SHARED_CREDENTIALS_FILE");
+	unsetenv("SECRET_ACCESS_KEY");
+	unsetenv("SECURITY_TOKEN");
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("OBS_SECRET_ACCESS_KEY");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +356,9 @@ int main(void)
 		cmocka_unit_test_setup(test_environment_fallbacks, setup_env),
 		cmocka_unit_test_setup(test_umask_and_modes, setup_env),
 		cmocka_unit_test(test_passwd_lines),
+		cmocka_unit_test_setup(test_signature_and_resolve, setup_env),
+		cmocka_unit_test(test_aws_credentials_file),
+		cmocka_unit_test(test_credential_chain_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -369,7 +370,7 @@ static struct client *mock_client(enum client_signature sig, unsigned retries,
 		.endpoint = endpoint,
 		.bucket = "bucket",
 		.signature = sig,
-		.creds = {"AK", "SK", NULL},
+		.creds = {"AK", "SK", NULL, 0},
 		.max_connections = conns,
 		.connect_timeout_ms = 2000,
 		.low_speed_time_sec = 5,
@@ -805,7 +806,7 @@ static void test_list_v2_and_obs(void **state)
 		.endpoint = endpoint,
 		.bucket = "bucket",
 		.list_v2 = 1,
-		.creds = {"AK", "SK", "TOK"},
+		.creds = {"AK", "SK", "TOK", 0},
 		.max_connections = 1,
 	};
 	struct client_list_page page;
@@ -871,7 +872,7 @@ static void test_virtual_hosted(void **state)
 	struct client_config cfg = {
 		.endpoint = "http://s3.example.test:8080",
 		.bucket = "bucket",
-		.creds = {"AK", "SK", NULL},
+		.creds = {"AK", "SK", NULL, 0},
 		.max_connections = 1,
 	};
 	struct client_object_meta meta;
@@ -960,7 +961,7 @@ static void test_transport_and_config(void **state)
 	socklen_t len = sizeof(sa);
 	struct client_config cfg = {
 		.bucket = "b",
-		.creds = {"AK", "SK", NULL},
+		.creds = {"AK", "SK", NULL, 0},
 		.max_connections = 1,
 		.max_retries = 1,
 	};
@@ -1003,6 +1004,321 @@ static void test_transport_and_config(void **state)
 	client_free(NULL);
 }
 
+/* A refresher for the tests: installs token "TOK<n>" (AK/SK stay, so
+ * the mock's signature check still holds) valid for @refresh_ttl s. */
+static int refresh_calls;
+static int64_t refresh_ttl;
+
+static int test_refresher(void *arg, struct client *c)
+{
+	char tok[32];
+
+	(void)arg;
+	snprintf(tok, sizeof(tok), "TOK%d", ++refresh_calls);
+	return client_set_credentials(
+		c, &(struct client_credentials){
+			   "AK", "SK", tok,
+			   refresh_ttl ? time(NULL) + refresh_ttl : 0});
+}
+
+static void test_clock_skew(void **state)
+{
+	static char hdr[128];
+	struct mock_resp r[4];
+	struct client_object_meta meta;
+	struct client_stats st;
+	struct client *c;
+	char v[64], want[32];
+	time_t ahead = time(NULL) + 3600;
+	struct tm tm;
+
+	(void)state;
+	gmtime_r(&ahead, &tm);
+	strftime(hdr, sizeof(hdr), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+	r[0] = (struct mock_resp){
+		403, hdr, "<Error><Code>RequestTimeTooSkewed</Code></Error>",
+		-1, 0};
+	r[1] = (struct mock_resp){200, ETAG_HDR, "", 3, 0};
+	r[2] = (struct mock_resp){200, ETAG_HDR, "", 3, 0};
+	/* HEAD has no error body: a 403 whose Date is far off is skew. */
+	r[3] = (struct mock_resp){200, ETAG_HDR, "", 3, 0};
+	c = mock_client(CLIENT_SIG_V4, 0, 1);
+	mock_script(r, 3);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	assert_int_equal(mock.n_reqs, 2);
+	/* The retry is signed with the server's time, and so is the next. */
+	strftime(want, sizeof(want), "%Y%m%dT%H", &tm);
+	for (int i = 1; i < 3; i++) {
+		if (i == 2)
+			assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+		assert_true(
+			mock_header(mock.reqs[i], "x-amz-date", v, sizeof(v)));
+		assert_true(strncmp(v, want, strlen(want)) == 0);
+	}
+	client_get_stats(c, &st);
+	assert_true(st.clock_offset_sec > 3590 && st.clock_offset_sec < 3610);
+	assert_int_equal(mock.sig_bad, 0);
+	client_free(c);
+
+	/* OBS signing, HEAD, a bare 403 with a Date 20 minutes behind. */
+	ahead = time(NULL) - 1200;
+	gmtime_r(&ahead, &tm);
+	strftime(hdr, sizeof(hdr), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+	r[0] = (struct mock_resp){403, hdr, "", -1, 0};
+	c = mock_client(CLIENT_SIG_OBS, 0, 1);
+	mock_script(r, 2);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	assert_int_equal(mock.n_reqs, 2);
+	strftime(want, sizeof(want), "%a, %d %b %Y %H:", &tm);
+	assert_true(mock_header(mock.reqs[1], "x-obs-date", v, sizeof(v)));
+	assert_true(strncmp(v, want, strlen(want)) == 0);
+	assert_int_equal(mock.sig_bad, 0);
+	client_free(c);
+}
+
+static void test_credentials_refresh(void **state)
+{
+	static const struct mock_resp r[] = {
+		{403, "", "<Error><Code>ExpiredToken</Code></Error>", -1, 0},
+		{200, ETAG_HDR, "", 3, 0},
+		/* refused again right after a refresh: no second refresh */
+		{403, "", "<Error><Code>ExpiredToken</Code></Error>", -1, 0},
+		/* AccessDenied is policy, not expiry */
+		{403, "", "<Error><Code>AccessDenied</Code></Error>", -1, 0},
+		{200, ETAG_HDR, "", 3, 0},
+		{200, ETAG_HDR, "", 3, 0},
+		{200, ETAG_HDR, "", 3, 0},
+	};
+	char endpoint[64], v[64];
+	struct client_config cfg = {
+		.endpoint = endpoint,
+		.bucket = "bucket",
+		.signature = CLIENT_SIG_V2,
+		.creds = {"AK", "SK", "TOK0", 0},
+		.max_connections = 2,
+		.refresh = test_refresher,
+	};
+	struct client_object_meta meta;
+	struct client_error err;
+	struct client_stats st;
+	struct client *c = NULL;
+
+	(void)state;
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", mock.port);
+	mock.sig = CLIENT_SIG_V2;
+	refresh_calls = 0;
+	refresh_ttl = 0;
+	mock_script(r, 7);
+	assert_int_equal(client_new(&cfg, &c), 0);
+	/* Refused as expired: refreshed once, retried with the new token. */
+	assert_int_equal(client_head(c, "k", &meta, &err), 0);
+	assert_int_equal(refresh_calls, 1);
+	assert_true(mock_header(mock.reqs[0], "x-amz-security-token", v,
+				sizeof(v)));
+	assert_string_equal(v, "TOK0");
+	assert_true(mock_header(mock.reqs[1], "x-amz-security-token", v,
+				sizeof(v)));
+	assert_string_equal(v, "TOK1");
+	assert_int_equal(client_get(c, "k", 0, 3, NULL, sink_fn,
+				    &(struct sink){0}, NULL, &err),
+			 -EACCES);
+	assert_int_equal(refresh_calls, 1);
+	assert_int_equal(client_get(c, "k", 0, 3, NULL, sink_fn,
+				    &(struct sink){0}, NULL, &err),
+			 -EACCES);
+	assert_string_equal(err.code, "AccessDenied");
+	assert_int_equal(refresh_calls, 1);
+	assert_int_equal(mock.n_reqs, 4);
+
+	/* Keys that expire in 4 s are renewed from 2 s on, in the
+	 * background: the request that notices goes on with the old ones. */
+	refresh_ttl = 3600;
+	time_t t0 = time(NULL);
+	assert_int_equal(
+		client_set_credentials(
+			c, &(struct client_credentials){"AK", "SK", "SHORT",
+							t0 + 4}),
+		0);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	assert_int_equal(refresh_calls, 1);
+	while (time(NULL) < t0 + 2)
+		usleep(20 * 1000);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	assert_true(mock_header(mock.reqs[5], "x-amz-security-token", v,
+				sizeof(v)));
+	assert_string_equal(v, "SHORT");
+	for (int i = 0; i < 200; i++) {
+		client_get_stats(c, &st);
+		if (st.refreshes >= 2)
+			break;
+		usleep(10 * 1000);
+	}
+	assert_int_equal(refresh_calls, 2);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	assert_true(mock_header(mock.reqs[6], "x-amz-security-token", v,
+				sizeof(v)));
+	assert_string_equal(v, "TOK2");
+	assert_int_equal(mock.sig_bad, 0);
+	client_free(c);
+
+	/* Keys already expired: renewed before the first attempt. */
+	cfg.creds.expires_sec = time(NULL) - 1;
+	cfg.signature = CLIENT_SIG_OBS;
+	mock.sig = CLIENT_SIG_OBS;
+	mock_script(r + 1, 1);
+	assert_int_equal(client_new(&cfg, &c), 0);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	assert_int_equal(refresh_calls, 3);
+	assert_true(mock_header(mock.reqs[0], "x-obs-security-token", v,
+				sizeof(v)));
+	assert_string_equal(v, "TOK3");
+	assert_false(mock_header(mock.reqs[0], "x-amz-security-token", v,
+				 sizeof(v)));
+	assert_int_equal(mock.sig_bad, 0);
+	client_free(c);
+	/* Without a refresher an expired token is just refused. */
+	cfg.refresh = NULL;
+	mock_script(r, 1);
+	assert_int_equal(client_new(&cfg, &c), 0);
+	assert_int_equal(client_head(c, "k", &meta, &err), -EACCES);
+	assert_int_equal(mock.n_reqs, 1);
+	assert_int_equal(
+		client_set_credentials(
+			c, &(struct client_credentials){"", "SK", NULL, 0}),
+		-EINVAL);
+	client_free(c);
+}
+
+static void test_throttling_and_budget(void **state)
+{
+	struct mock_resp r[MOCK_MAX_SCRIPT];
+	char endpoint[64];
+	struct client_config cfg = {
+		.endpoint = endpoint,
+		.bucket = "bucket",
+		.creds = {"AK", "SK", NULL, 0},
+		.max_connections = 8,
+		.max_retries = 8,
+	};
+	struct client_object_meta meta;
+	struct client_error err;
+	struct client_stats st;
+	struct client *c = NULL;
+	int64_t t0;
+
+	(void)state;
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%u", mock.port);
+	mock.sig = CLIENT_SIG_V4;
+	assert_int_equal(client_new(&cfg, &c), 0);
+	/* SlowDown, SlowDown, 429, then fine: the cap halves once per
+	 * window (each retry started after the cut before it). */
+	r[0] = (struct mock_resp){503, "Retry-After: 0\r\n",
+				  "<Error><Code>SlowDown</Code></Error>", -1,
+				  0};
+	r[1] = r[0];
+	r[2] = (struct mock_resp){429, "", "", -1, 0};
+	r[3] = (struct mock_resp){200, ETAG_HDR, "", 3, 0};
+	mock_script(r, 4);
+	assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	client_get_stats(c, &st);
+	assert_int_equal(st.throttled, 3);
+	assert_int_equal(st.inflight_cap_min, 1); /* 8 -> 4 -> 2 -> 1 */
+	assert_int_equal(st.inflight_cap, 2);	  /* the success: +1 */
+	assert_int_equal(st.retries, 3);
+	/* It grows back by one per window of successes, up to the max. */
+	for (int i = 0; i < MOCK_MAX_SCRIPT; i++)
+		r[i] = (struct mock_resp){200, ETAG_HDR, "", 3, 0};
+	mock_script(r, MOCK_MAX_SCRIPT);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(client_head(c, "k", &meta, NULL), 0);
+	client_get_stats(c, &st);
+	assert_int_equal(st.inflight_cap, 4); /* 2 (2 ok) 3 (3 ok) 4 (1) */
+
+	client_free(c);
+
+	/* Always 500: retries stop at the deadline, well before 8. */
+	cfg.retry_deadline_ms = 400;
+	assert_int_equal(client_new(&cfg, &c), 0);
+	for (int i = 0; i < MOCK_MAX_SCRIPT; i++)
+		r[i] = (struct mock_resp){500, "", "", -1, 0};
+	mock_script(r, MOCK_MAX_SCRIPT);
+	t0 = (int64_t)time(NULL);
+	assert_int_equal(client_head(c, "k", &meta, &err), -EIO);
+	assert_true((int64_t)time(NULL) - t0 <= 2);
+	assert_true(mock.n_reqs >= 2 && mock.n_reqs < 9);
+	client_get_stats(c, &st);
+	assert_int_equal(st.failed, 1);
+	client_free(c);
+
+	/* A body that keeps breaking but makes progress each time is
+	 * resumed beyond max_retries: only failures in a row count. */
+	cfg.max_retries = 1;
+	cfg.retry_deadline_ms = 0;
+	r[0] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 0-19/36\r\n",
+				  "0123", 20, 1};
+	r[1] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 4-19/36\r\n",
+				  "4567", 16, 1};
+	r[2] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 8-19/36\r\n",
+				  "89ab", 12, 1};
+	r[3] = (struct mock_resp){206,
+				  ETAG_HDR "Content-Range: bytes 12-19/36\r\n",
+				  "cdefghij", -1, 0};
+	mock_script(r, 4);
+	assert_int_equal(client_new(&cfg, &c), 0);
+	struct sink s = {0};
+	assert_int_equal(
+		client_get(c, "obj", 0, 20, NULL, sink_fn, &s, NULL, &err), 0);
+	assert_int_equal(s.len, 20);
+	assert_memory_equal(s.data, "0123456789abcdefghij", 20);
+	client_get_stats(c, &st);
+	assert_int_equal(st.resumed, 3);
+	assert_int_equal(mock.sig_bad, 0);
+	client_free(c);
+}
+
+static void test_resolve_virtual_hosted(void **state)
+{
+	static const struct mock_resp r[] = {{200, ETAG_HDR, "", 3, 0}};
+	char endpoint[64], resolve[96], v[128], host[96];
+	struct client_config cfg = {
+		.endpoint = endpoint,
+		.bucket = "bucket",
+		.signature = CLIENT_SIG_OBS,
+		.creds = {"AK", "SK", NULL, 0},
+		.max_connections = 1,
+		.resolve = resolve,
+	};
+	struct client_object_meta meta;
+	struct client *c = NULL;
+
+	(void)state;
+	/* No DNS, no proxy: the bucket host is pinned to the mock. */
+	unsetenv("http_proxy");
+	snprintf(endpoint, sizeof(endpoint), "http://obs.test.invalid:%u",
+		 mock.port);
+	snprintf(resolve, sizeof(resolve),
+		 "bucket.obs.test.invalid:%u:127.0.0.1", mock.port);
+	snprintf(host, sizeof(host), "bucket.obs.test.invalid:%u", mock.port);
+	mock.sig = CLIENT_SIG_OBS;
+	mock.vhost_bucket = "bucket";
+	mock_script(r, 1);
+	assert_int_equal(client_new(&cfg, &c), 0);
+	assert_int_equal(client_head(c, "d/k", &meta, NULL), 0);
+	assert_true(strncmp(mock.reqs[0], "HEAD /d/k HTTP/1.1\r\n", 20) == 0);
+	assert_true(mock_header(mock.reqs[0], "Host", v, sizeof(v)));
+	assert_string_equal(v, host);
+	assert_int_equal(mock.sig_bad, 0);
+	mock.vhost_bucket = NULL;
+	client_free(c);
+	cfg.resolve = "no-port";
+	assert_int_equal(client_new(&cfg, &c), -EINVAL);
+	cfg.resolve = "h:99999:1.2.3.4";
+	assert_int_equal(client_new(&cfg, &c), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1017,6 +1333,10 @@ int main(void)
 		cmocka_unit_test(test_virtual_hosted),
 		cmocka_unit_test(test_pool_threads),
 		cmocka_unit_test(test_transport_and_config),
+		cmocka_unit_test(test_clock_skew),
+		cmocka_unit_test(test_credentials_refresh),
+		cmocka_unit_test(test_throttling_and_budget),
+		cmocka_unit_test(test_resolve_virtual_hosted),
 	};
 	int rc;
 

@@ -226,6 +226,55 @@ static void test_retry_policy(void **state)
 		assert_true(client_backoff_ms(a, UINT64_MAX - a) <= 5000);
 }
 
+static void test_weather_policy(void **state)
+{
+	struct client_resp r;
+
+	(void)state;
+	/* Date is kept: it is how a skewed client learns the server's time. */
+	client_resp_reset(&r);
+	assert_int_equal(r.date_sec, -1);
+	feed(&r, "HTTP/1.1 403 Forbidden\r\n");
+	feed(&r, "Date: Fri, 24 May 2013 00:16:00 GMT\r\n");
+	assert_int_equal(r.date_sec, 1369354560);
+	assert_int_equal(r.last_modified, -1);
+
+	assert_true(client_http_throttled(503));
+	assert_true(client_http_throttled(429));
+	assert_false(client_http_throttled(500));
+	assert_false(client_http_throttled(200));
+
+	/* Credentials worth renewing: token and key errors, HEAD's bare 403. */
+	assert_true(client_creds_rejected(0, 403, "ExpiredToken"));
+	assert_true(client_creds_rejected(0, 400, "ExpiredToken"));
+	assert_true(client_creds_rejected(0, 403, "InvalidAccessKeyId"));
+	assert_true(client_creds_rejected(0, 403, "TokenRefreshRequired"));
+	assert_true(client_creds_rejected(0, 403, "InvalidToken"));
+	assert_true(client_creds_rejected(0, 403, "SignatureDoesNotMatch"));
+	assert_true(client_creds_rejected(1, 403, ""));
+	assert_false(client_creds_rejected(0, 403, ""));
+	assert_false(client_creds_rejected(0, 403, "AccessDenied"));
+	assert_false(client_creds_rejected(0, 403, "RequestTimeTooSkewed"));
+	assert_false(client_creds_rejected(0, 404, "ExpiredToken"));
+	assert_false(client_creds_rejected(0, 503, "SlowDown"));
+
+	/* Skew: the code says so, or a bare 403 whose Date is far off. */
+	assert_true(client_clock_skewed(403, "RequestTimeTooSkewed", -1, 0));
+	assert_true(client_clock_skewed(403, "", 1000000, 1000000 - 960));
+	assert_true(client_clock_skewed(403, NULL, 1000000, 1000000 + 960));
+	assert_false(client_clock_skewed(403, "", 1000000, 1000000 - 30));
+	assert_false(client_clock_skewed(403, "", -1, 1000000));
+	assert_false(client_clock_skewed(403, "AccessDenied", 1, 1000000));
+	assert_false(client_clock_skewed(400, "RequestTimeTooSkewed", -1, 0));
+
+	/* Refresh 10 minutes early, or half-way for short-lived keys. */
+	assert_int_equal(client_refresh_at(1000, 0), 0);
+	assert_int_equal(client_refresh_at(1000, 1000 + 3600), 1000 + 3000);
+	assert_int_equal(client_refresh_at(1000, 1000 + 1200), 1000 + 600);
+	assert_int_equal(client_refresh_at(1000, 1000 + 60), 1000 + 30);
+	assert_int_equal(client_refresh_at(1000, 999), 999);
+}
+
 static void test_endpoint_parse(void **state)
 {
 	struct client_endpoint ep;
@@ -342,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_map_http),
 		cmocka_unit_test(test_map_curl),
 		cmocka_unit_test(test_retry_policy),
+		cmocka_unit_test(test_weather_policy),
 		cmocka_unit_test(test_endpoint_parse),
 		cmocka_unit_test(test_addressing_and_authority),
 		cmocka_unit_test(test_region),
