@@ -631,6 +631,13 @@ static int print_status_table(const char *doc, const char *mnt)
 		       jget_u64(rq, "LIST", "sent"),
 		       jget_u64(rq, "retries", NULL),
 		       jget_u64(rq, "failed", NULL), b[0]);
+		printf("%-11s %" PRIu64 " throttled (429/503), %" PRIu64
+		       " resumed GETs; in-flight cap %" PRIu64
+		       " (lowest %" PRIu64 ")\n",
+		       "", jget_u64(rq, "throttled", NULL),
+		       jget_u64(rq, "resumed", NULL),
+		       jget_u64(rq, "inflight_cap", NULL),
+		       jget_u64(rq, "inflight_cap_min", NULL));
 	}
 	ctl_format_bytes(jget_u64(root, "cache", "evicted_bytes"), b[0], 32);
 	printf("%-11s %" PRIu64 " objects, %s\n", "evictions",

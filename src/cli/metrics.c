@@ -80,6 +80,13 @@ static json_t *json_requests(const struct metrics_snapshot *m, int *bad)
 	jset(req, "failed", jint(sum_kinds(m->client.failed)), bad);
 	jset(req, "retries", jint(sum_kinds(m->client.retries)), bad);
 	jset(req, "get_bytes", jint(m->client.get_bytes), bad);
+	jset(req, "throttled", jint(m->client_totals.throttled), bad);
+	jset(req, "resumed", jint(m->client_totals.resumed), bad);
+	jset(req, "inflight_cap", jint(m->client_totals.inflight_cap), bad);
+	jset(req, "inflight_cap_min", jint(m->client_totals.inflight_cap_min),
+	     bad);
+	jset(req, "credential_refreshes", jint(m->client_totals.refreshes),
+	     bad);
 	return req;
 }
 
@@ -285,6 +292,18 @@ int metrics_prometheus(const struct metrics_snapshot *m, char **out,
 	prom_kinds(f, "request_failures_total",
 		   "Requests that failed for good after retries.", labels,
 		   m->client.failed);
+	prom_one(f, "requests_throttled_total", "counter",
+		 "Answers 429 or 503 (SlowDown): the store asked to slow down.",
+		 labels, m->client_totals.throttled);
+	prom_one(f, "get_resumed_total", "counter",
+		 "GET attempts that resumed a body broken midway.", labels,
+		 m->client_totals.resumed);
+	prom_one(f, "requests_inflight_cap", "gauge",
+		 "Current cap on requests on the wire (halved on throttling).",
+		 labels, m->client_totals.inflight_cap);
+	prom_one(f, "credential_refreshes_total", "counter",
+		 "Temporary credentials renewed.", labels,
+		 m->client_totals.refreshes);
 	prom_one(f, "get_received_bytes_total", "counter",
 		 "GET body bytes received from the store.", labels,
 		 m->client.get_bytes);
@@ -317,7 +336,8 @@ void metrics_log_line(const struct metrics_snapshot *m, char *buf, size_t cap)
 		 " hit_ratio=%s fetched_bytes=%" PRIu64
 		 " fetch_bytes_per_sec=%.0f GET=%" PRIu64 " HEAD=%" PRIu64
 		 " LIST=%" PRIu64 " failed=%" PRIu64 " retries=%" PRIu64
-		 " fetch_errors=%" PRIu64 " evictions=%" PRIu64,
+		 " throttled=%" PRIu64 " fetch_errors=%" PRIu64
+		 " evictions=%" PRIu64,
 		 m->uptime_sec, m->sched.cached_bytes, m->cache_limit_bytes,
 		 m->cache_objects, m->sched.bytes_served_cached,
 		 bytes_from_store(m), ratio, m->sched.bytes_fetched,
@@ -325,5 +345,6 @@ void metrics_log_line(const struct metrics_snapshot *m, char *buf, size_t cap)
 		 m->client.attempts[CLIENT_KIND_HEAD],
 		 m->client.attempts[CLIENT_KIND_LIST],
 		 sum_kinds(m->client.failed), sum_kinds(m->client.retries),
-		 m->sched.fetch_errors, m->sched.evictions);
+		 m->client_totals.throttled, m->sched.fetch_errors,
+		 m->sched.evictions);
 }

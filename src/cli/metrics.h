@@ -32,6 +32,8 @@ struct metrics_snapshot {
 	double fetch_bytes_per_sec;    /* bytes fetched per second lately */
 	struct sched_stats sched;      /* scheduler counters */
 	struct client_op_stats client; /* requests by kind */
+	struct client_stats client_totals; /* throttling, resumes, credential
+					    * refreshes, in-flight cap */
 };
 
 /* The share of read bytes served from the cache, 0..1, or -1 when nothing

@@ -142,6 +142,7 @@ static void monitor_snapshot(struct monitor *m, struct metrics_snapshot *snap)
 		snap->cache_objects = 0;
 	sched_stats_get(m->sched, &snap->sched);
 	client_op_stats_get(m->client, &snap->client);
+	client_get_stats(m->client, &snap->client_totals);
 	snap->fetch_bytes_per_sec =
 		monitor_rate(m, now, snap->sched.bytes_fetched);
 }

@@ -270,6 +270,25 @@ def test_failed_warm_names_the_key(s3, bucket, mount_factory):
         assert gets_by_key(s3) == {bad: 1}
 
 
+def test_throttling_and_retries_show_in_status(s3, bucket, mount_factory):
+    objs = make_tree(s3, bucket, n=12, seed=13)
+    s3.faults({"errors": [{"op": "GET", "status": 503, "code": "SlowDown",
+                           "retry_after": 0, "count": 3}]})
+    s3.reset()
+    with mount_factory(bucket) as m:
+        r = run(["warm", m.path])
+        assert r.returncode == 0, r.stderr
+        st = status(m)
+        srv = s3.stats()
+        nonempty = len([v for v in objs.values() if v])
+        assert st["requests"]["GET"]["sent"] == srv["GET"] == nonempty + 3
+        assert st["requests"]["GET"]["retries"] == 3
+        assert st["requests"]["throttled"] == 3
+        assert st["requests"]["failed"] == 0
+        r = run(["status", m.path])
+        assert "3 throttled (429/503)" in r.stdout, r.stdout
+
+
 def parse_prometheus(text):
     """A strict reader of the text exposition format: HELP and TYPE before
     each family's samples, counters named *_total; returns

@@ -51,6 +51,11 @@ static void fill(struct metrics_snapshot *m)
 	m->client.failed[CLIENT_KIND_GET] = 1;
 	m->client.failed[CLIENT_KIND_HEAD] = 1;
 	m->client.get_bytes = 1000000;
+	m->client_totals.throttled = 7;
+	m->client_totals.resumed = 4;
+	m->client_totals.inflight_cap = 12;
+	m->client_totals.inflight_cap_min = 3;
+	m->client_totals.refreshes = 1;
 }
 
 /* Find the value of the sample line that starts with @prefix. */
@@ -188,6 +193,9 @@ static void test_prometheus(void **state)
 	assert_true(S("evictions_total", "") == 5);
 	assert_true(S("uptime_seconds", "") == 3723);
 	assert_true(S("fetch_throughput_bytes_per_second", "") == 1536.5);
+	assert_true(S("requests_throttled_total", "") == 7);
+	assert_true(S("get_resumed_total", "") == 4);
+	assert_true(S("requests_inflight_cap", "") == 12);
 #undef S
 	assert_non_null(
 		strstr(text, "bucket=\"datasets\",prefix=\"imagenet/\""));
@@ -254,6 +262,7 @@ static void test_log_line(void **state)
 	assert_non_null(strstr(line, " GET=322 "));
 	assert_non_null(strstr(line, " hit_ratio=0.750 "));
 	assert_non_null(strstr(line, " cache_objects=312 "));
+	assert_non_null(strstr(line, " throttled=7 "));
 	assert_null(strchr(line, '\n'));
 	metrics_log_line(&m, small, sizeof(small)); /* truncates safely */
 	assert_int_equal(strlen(small), sizeof(small) - 1);
