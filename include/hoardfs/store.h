@@ -76,6 +76,13 @@ int store_lock(struct store *s, long *holder_pid)
 	__attribute__((warn_unused_result));
 
 /*
+ * store_lock_pid - write this process's pid into the held lock file again
+ * (after daemonizing, the holder is the child).  Returns 0, -EBADF when
+ * the lock is not held, or -errno.
+ */
+int store_lock_pid(struct store *s);
+
+/*
  * store_wipe - remove every data file and the data/ subdirectories (for
  * --ephemeral at unmount).  The index files are the caller's.  Returns 0 or
  * the first -errno met (it goes on past errors).

@@ -435,6 +435,9 @@ static int run(struct daemon *d)
 		return CLI_EXIT_RUNTIME;
 	if (!d->opt.foreground)
 		log_init(d->opt.log_level, 1);
+	/* The lock is inherited across the fork; name its new holder. */
+	if (store_lock_pid(d->store) != 0)
+		log_warn("cannot write the pid into %s/lock", d->opt.cache_dir);
 	/* Threads start only now: fuse_daemonize() forks. */
 	rc = sched_new(&scfg, d->opt.bucket, d->client, d->store, d->idx,
 		       &d->sched);

@@ -661,6 +661,23 @@ static int parse_dash(struct cli_options *o, int argc, char **argv, int *i,
 	return apply(o, d, value ? value : "", shown, err, errlen);
 }
 
+/* Prefix the working directory to the relative path *@path. */
+static int make_absolute(char **path)
+{
+	char *cwd = getcwd(NULL, 0), *abs = NULL;
+
+	if (!cwd)
+		return -errno;
+	if (asprintf(&abs, "%s/%s", cwd, *path) < 0)
+		abs = NULL;
+	free(cwd);
+	if (!abs)
+		return -ENOMEM;
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
 int cli_parse(int argc, char **argv, struct cli_options *o, char *err,
 	      size_t errlen)
 {
@@ -711,6 +728,12 @@ int cli_parse(int argc, char **argv, struct cli_options *o, char *err,
 		if (r && r[0])
 			rc = set_str(&o->region, r);
 	}
+	/* The daemon changes to / when it forks: keep paths meaningful. */
+	if (rc == 0 && o->cache_dir && o->cache_dir[0] != '/' &&
+	    make_absolute(&o->cache_dir) != 0)
+		return fail(err, errlen,
+			    "--cache-dir %s: cannot make it absolute: %s",
+			    o->cache_dir, strerror(errno));
 	ca = getenv("AWS_CA_BUNDLE");
 	if (rc == 0 && !o->ca_bundle && ca && ca[0])
 		rc = set_str(&o->ca_bundle, ca);

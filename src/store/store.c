@@ -532,3 +532,16 @@ int store_wipe(struct store *s)
 	}
 	return rc;
 }
+
+int store_lock_pid(struct store *s)
+{
+	char pid[32];
+	int n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+
+	if (s->lock_fd < 0)
+		return -EBADF;
+	if (ftruncate(s->lock_fd, 0) != 0 ||
+	    pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
+		return -errno;
+	return 0;
+}

@@ -178,3 +178,24 @@ def test_endpoint_from_environment(s3, bucket, tmp_path):
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)])
         assert p.wait(15) == 0
+
+
+def test_relative_cache_dir_and_daemon_pid(s3, bucket, tmp_path):
+    s3.put(bucket, "f", b"rel")
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    env = creds(s3)
+    r = subprocess.run([HOARDFS, "--endpoint", s3.endpoint, "--path-style",
+                        "--cache-dir", "relcache", "s3://" + bucket,
+                        str(mnt)], env=env, cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    try:
+        assert open(mnt / "f", "rb").read() == b"rel"
+        # The cache is where the user meant, not under / after the fork.
+        assert (tmp_path / "relcache" / "index.db").exists()
+        pid = int((tmp_path / "relcache" / "lock").read_text())
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            assert b"hoardfs" in f.read()  # the daemon, not its parent
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
