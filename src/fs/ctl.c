@@ -65,26 +65,6 @@ struct ctl_summary {
 	uint64_t cached_files; /* files wholly in the cache */
 };
 
-/* The errno a control caller sees: those that say something true pass
- * through, the rest become EIO. */
-static int ctl_errno(int rc)
-{
-	switch (rc) {
-	case -ENOENT:
-	case -ESTALE:
-	case -EACCES:
-	case -ENOMEM:
-	case -ENOSPC:
-	case -EBUSY:
-	case -EINTR:
-		return -rc;
-	case -ECANCELED:
-		return EINTR;
-	default:
-		return EIO;
-	}
-}
-
 static int ctl_warm(struct fs *fs, struct fs_inode *ino, char *out, size_t cap)
 {
 	char etag[IDX_ETAG_MAX];
@@ -110,7 +90,7 @@ static int ctl_warm(struct fs *fs, struct fs_inode *ino, char *out, size_t cap)
 	if (rc != 0) {
 		log_warn("warm s3://%s/%s: %s", fs->cfg.bucket, ino->key,
 			 strerror(-rc));
-		return -ctl_errno(rc);
+		return -fs_errno(rc);
 	}
 	log_debug("warm s3://%s/%s: cached %" PRIu64 " bytes", fs->cfg.bucket,
 		  ino->key, size);
@@ -123,7 +103,7 @@ static int ctl_evict(struct fs *fs, struct fs_inode *ino, char *out, size_t cap)
 	int rc = sched_evict_key(fs->sched, ino->key, &bytes);
 
 	if (rc != 0)
-		return -ctl_errno(rc);
+		return -fs_errno(rc);
 	return snprintf(out, cap, "evicted %" PRIu64, bytes);
 }
 
@@ -133,7 +113,7 @@ static int ctl_evict_all(struct fs *fs, char *out, size_t cap)
 	int rc = sched_evict_all(fs->sched, &bytes, &objects, &busy);
 
 	if (rc != 0)
-		return -ctl_errno(rc);
+		return -fs_errno(rc);
 	return snprintf(out, cap,
 			"evicted %" PRIu64 " objects %" PRIu64 " busy %" PRIu64,
 			bytes, objects, busy);
@@ -212,7 +192,7 @@ static int ctl_dir_value(struct fs *fs, struct fs_inode *dir, const char *name,
 	if (rc != 0) {
 		log_warn("summary of s3://%s/%s: %s", fs->cfg.bucket, dir->key,
 			 strerror(-rc));
-		return -ctl_errno(rc);
+		return -fs_errno(rc);
 	}
 	if (strcmp(name, CTL_SIZE) == 0)
 		return snprintf(out, cap, "%" PRIu64, sum.bytes);
@@ -257,7 +237,7 @@ static void ctl_status(fuse_req_t req, struct fs *fs, size_t size)
 	}
 	rc = fs->status_fn(fs->status_arg, &doc, &len);
 	if (rc != 0)
-		fuse_reply_err(req, -ctl_errno(rc));
+		fuse_reply_err(req, -fs_errno(rc));
 	else
 		ctl_reply(req, doc, len, size);
 	free(doc);

@@ -152,6 +152,9 @@ void fs_inode_forget(struct fs *fs, fuse_ino_t ino, uint64_t n);
 void fs_attr_locked(const struct fs *fs, const struct fs_inode *ino,
 		    struct stat *st);
 
+/* fs_errno - the positive errno to reply with for an internal -errno. */
+int fs_errno(int rc);
+
 /* fs_ttl_sec - the kernel entry/attr timeout for the metadata TTL. */
 double fs_ttl_sec(const struct fs *fs);
 

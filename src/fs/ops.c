@@ -33,16 +33,21 @@ static struct fs *req_fs(fuse_req_t req)
 }
 
 /*
- * The errno a reader sees for a failed fetch: the ones that say something
- * true about the file pass through, the rest become EIO.
+ * The one mapping from an internal -errno to what a caller of the mount
+ * sees: the errors that say something true about the file pass through,
+ * cancellation at shutdown is EINTR, everything else is EIO (the log line
+ * written where it happened says what).
  */
-static int read_errno(int rc)
+int fs_errno(int rc)
 {
 	switch (rc) {
 	case -ENOENT:
 	case -ESTALE:
 	case -EACCES:
+	case -EPERM:
 	case -ENOMEM:
+	case -ENOSPC:
+	case -EBUSY:
 	case -EINTR:
 		return -rc;
 	case -ECANCELED:
@@ -105,7 +110,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (rc != 0) {
-		fuse_reply_err(req, read_errno(rc));
+		fuse_reply_err(req, fs_errno(rc));
 		return;
 	}
 	fill_entry(fs, ino, &e);
@@ -156,7 +161,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino_nr,
 	 * meaningful even if the directory is listed again meanwhile. */
 	rc = fs_listing_get(fs, dir, 1, &l);
 	if (rc != 0) {
-		fuse_reply_err(req, read_errno(rc));
+		fuse_reply_err(req, fs_errno(rc));
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)l;
@@ -282,7 +287,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino_nr,
 
 	rc = sched_obj_open(fs->sched, key, etag, size, mtime, &o);
 	if (rc != 0) {
-		fuse_reply_err(req, read_errno(rc));
+		fuse_reply_err(req, fs_errno(rc));
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)o;
@@ -305,7 +310,7 @@ static void read_direct(fuse_req_t req, struct sched_obj *o, size_t size,
 	}
 	n = sched_obj_read_direct(o, (uint64_t)off, size, data);
 	if (n < 0)
-		fuse_reply_err(req, read_errno((int)n));
+		fuse_reply_err(req, fs_errno((int)n));
 	else
 		fuse_reply_buf(req, data, (size_t)n);
 	free(data);
@@ -323,7 +328,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	if (rc != 0) {
-		fuse_reply_err(req, read_errno(rc));
+		fuse_reply_err(req, fs_errno(rc));
 		return;
 	}
 	/* The kernel stops at st_size; libfuse reads the fd and replies with

@@ -452,6 +452,23 @@ int store_lock(struct store *s, long *holder_pid)
 }
 
 /* Call @fn for each valid data file name in data/<sub>. */
+/* A directory stream for @rel below the data dir, in *@out; 0 or -errno. */
+static int store_opendir(struct store *s, const char *rel, DIR **out)
+{
+	int fd = openat(s->data_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	*out = fdopendir(fd);
+	if (!*out) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return 0;
+}
+
 static int store_walk_sub(struct store *s, const char *sub,
 			  int (*fn)(void *arg, const char *name,
 				    const struct stat *st),
@@ -459,17 +476,11 @@ static int store_walk_sub(struct store *s, const char *sub,
 {
 	struct dirent *e;
 	DIR *d;
-	int fd, rc = 0;
+	int rc;
 
-	fd = openat(s->data_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		rc = -errno;
-		close(fd);
+	rc = store_opendir(s, sub, &d);
+	if (rc != 0)
 		return rc;
-	}
 	while (rc == 0 && (e = readdir(d)) != NULL) {
 		struct stat st;
 
@@ -489,17 +500,11 @@ int store_walk(struct store *s,
 {
 	struct dirent *e;
 	DIR *d;
-	int fd, rc = 0;
+	int rc;
 
-	fd = openat(s->data_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		rc = -errno;
-		close(fd);
+	rc = store_opendir(s, ".", &d);
+	if (rc != 0)
 		return rc;
-	}
 	while (rc == 0 && (e = readdir(d)) != NULL) {
 		if (strlen(e->d_name) != STORE_FANOUT ||
 		    strspn(e->d_name, "0123456789abcdef") != STORE_FANOUT)

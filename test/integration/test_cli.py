@@ -55,27 +55,33 @@ def test_bad_usage_exits_2_naming_it(args, named):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+def mount_and_read(args, env, path, want):
+    """Run hoardfs -f with @args, check @path reads @want, unmount, and
+    check the daemon exits 0."""
+    mnt = str(path.parent)
+    p = subprocess.Popen([HOARDFS, "-f"] + args, env=env,
+                         stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):
+            if is_mounted(mnt) or p.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.02"])
+        assert is_mounted(mnt), p.stderr.read()
+        assert open(path, "rb").read() == want
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        assert p.wait(15) == 0
+
+
 def test_fstab_words_are_accepted(s3, bucket, tmp_path):
     s3.put(bucket, "f", b"1")
     mnt = tmp_path / "m"
     mnt.mkdir()
-    p = subprocess.Popen(
-        [HOARDFS, "-f", "-o",
-         "endpoint=%s,path_style,cache_dir=%s,_netdev,nofail,"
+    mount_and_read(
+        ["-o", "endpoint=%s,path_style,cache_dir=%s,_netdev,nofail,"
          "x-systemd.automount,noatime,nodev,nosuid" % (s3.endpoint,
                                                       tmp_path / "c"),
-         "s3://%s" % bucket, str(mnt)], env=creds(s3),
-        stderr=subprocess.PIPE)
-    try:
-        for _ in range(300):
-            if is_mounted(str(mnt)) or p.poll() is not None:
-                break
-            subprocess.run(["sleep", "0.02"])
-        assert is_mounted(str(mnt)), p.stderr.read()
-        assert open(mnt / "f", "rb").read() == b"1"
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-        assert p.wait(15) == 0
+         "s3://%s" % bucket, str(mnt)], creds(s3), mnt / "f", b"1")
 
 
 def expect_runtime_failure(args, env, words, mnt):
@@ -165,19 +171,8 @@ def test_endpoint_from_environment(s3, bucket, tmp_path):
     mnt.mkdir()
     env = creds(s3)
     env["AWS_ENDPOINT_URL"] = s3.endpoint
-    p = subprocess.Popen([HOARDFS, "-f", "--path-style", "--cache-dir",
-                          str(tmp_path / "c"), "s3://" + bucket, str(mnt)],
-                         env=env, stderr=subprocess.PIPE)
-    try:
-        for _ in range(300):
-            if is_mounted(str(mnt)) or p.poll() is not None:
-                break
-            subprocess.run(["sleep", "0.02"])
-        assert is_mounted(str(mnt)), p.stderr.read()
-        assert open(mnt / "f", "rb").read() == b"env"
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)])
-        assert p.wait(15) == 0
+    mount_and_read(["--path-style", "--cache-dir", str(tmp_path / "c"),
+                    "s3://" + bucket, str(mnt)], env, mnt / "f", b"env")
 
 
 def test_relative_cache_dir_and_daemon_pid(s3, bucket, tmp_path):
