@@ -120,7 +120,8 @@ struct cli_credentials {
 
 /*
  * cli_credentials_load - the first credentials found in this order:
- * @passwd_file (when not NULL: lines "AK:SK[:TOKEN]", '#' comments; the
+ * @passwd_file (when not NULL: lines "AK:SK[:TOKEN]" or s3fs's
+ * "BUCKET:AK:SK" for @bucket, '#' comments, see cli_passwd_parse(); the
  * file must not be readable or writable by group or others),
  * OBS_ACCESS_KEY_ID / OBS_SECRET_ACCESS_KEY / OBS_SECURITY_TOKEN,
  * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
@@ -137,8 +138,8 @@ struct cli_credentials {
  * saying which (never a secret).  May block up to ~10 s on the metadata
  * service.
  */
-int cli_credentials_load(const char *passwd_file, struct cli_credentials *c,
-			 char *err, size_t errlen)
+int cli_credentials_load(const char *passwd_file, const char *bucket,
+			 struct cli_credentials *c, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
 
 /*
@@ -162,12 +163,20 @@ int cli_aws_credentials_parse(const char *text, size_t len, const char *profile,
 			      struct cli_credentials *c)
 	__attribute__((warn_unused_result));
 
+/* A temporary security token is hundreds of bytes (OBS and AWS STS); a
+ * third field shorter than this is a secret key in s3fs's bucket form. */
+#define CLI_MIN_TOKEN_LEN 100
+
 /*
- * cli_passwd_parse - the first valid "AK:SK[:TOKEN]" line of @text
- * (@len bytes, need not be NUL-terminated).  Whitespace around fields is
+ * cli_passwd_parse - the first valid line of @text (@len bytes, need not
+ * be NUL-terminated): "AK:SK", "AK:SK:TOKEN", or s3fs's "BUCKET:AK:SK"
+ * when BUCKET is @bucket (may be NULL).  A three-field line for another
+ * bucket (third field shorter than CLI_MIN_TOKEN_LEN) is skipped, so a
+ * secret key is never sent as a token.  Whitespace around fields is
  * trimmed.  Returns 0, -EINVAL when no line is valid, -ENOMEM.
  */
-int cli_passwd_parse(const char *text, size_t len, struct cli_credentials *c)
+int cli_passwd_parse(const char *text, size_t len, const char *bucket,
+		     struct cli_credentials *c)
 	__attribute__((warn_unused_result));
 
 /* cli_credentials_free - wipe and free the strings in @c. */

@@ -51,7 +51,8 @@ static char *trimmed(const char *b, const char *e)
 	return strndup(b, (size_t)(e - b));
 }
 
-int cli_passwd_parse(const char *text, size_t len, struct cli_credentials *c)
+int cli_passwd_parse(const char *text, size_t len, const char *bucket,
+		     struct cli_credentials *c)
 {
 	const char *p = text, *end = text + len;
 
@@ -80,6 +81,22 @@ int cli_passwd_parse(const char *text, size_t len, struct cli_credentials *c)
 		/* A NUL byte would silently cut a field short (strndup). */
 		if (memchr(f[0], '\0', (size_t)(le - f[0])))
 			continue;
+		if (nf == 2 && bucket &&
+		    (size_t)(fe[0] - f[0]) == strlen(bucket) &&
+		    memcmp(f[0], bucket, (size_t)(fe[0] - f[0])) == 0) {
+			/* s3fs's "bucket:AK:SK" for this bucket. */
+			f[0] = f[1];
+			fe[0] = fe[1];
+			f[1] = f[2];
+			fe[1] = fe[2];
+			nf = 1;
+		} else if (nf == 2 && fe[2] - f[2] < CLI_MIN_TOKEN_LEN) {
+			/* Too short for a temporary token: s3fs's
+			 * "bucket:AK:SK" for another bucket.  Read as
+			 * AK:SK:TOKEN it would send the secret key as a
+			 * token header. */
+			continue;
+		}
 		c->access_key = trimmed(f[0], fe[0]);
 		c->secret_key = trimmed(f[1], fe[1]);
 		c->security_token = nf == 2 ? trimmed(f[2], fe[2]) : NULL;
@@ -160,8 +177,8 @@ static void wipe_buf(char *buf, size_t len)
 	free(buf);
 }
 
-static int from_file(const char *path, struct cli_credentials *c, char *err,
-		     size_t errlen)
+static int from_file(const char *path, const char *bucket,
+		     struct cli_credentials *c, char *err, size_t errlen)
 {
 	char *buf;
 	size_t len;
@@ -170,7 +187,7 @@ static int from_file(const char *path, struct cli_credentials *c, char *err,
 	rc = read_secret_file(path, "passwd file", 1, &buf, &len, err, errlen);
 	if (rc)
 		return rc;
-	rc = cli_passwd_parse(buf, len, c);
+	rc = cli_passwd_parse(buf, len, bucket, c);
 	if (rc == -EINVAL)
 		snprintf(err, errlen,
 			 "passwd file %s: no line of the form "
@@ -418,8 +435,8 @@ int cli_credentials_refresh(void *arg, struct client *c)
 	return rc;
 }
 
-int cli_credentials_load(const char *passwd_file, struct cli_credentials *c,
-			 char *err, size_t errlen)
+int cli_credentials_load(const char *passwd_file, const char *bucket,
+			 struct cli_credentials *c, char *err, size_t errlen)
 {
 	char why[256] = "";
 	int rc;
@@ -427,7 +444,7 @@ int cli_credentials_load(const char *passwd_file, struct cli_credentials *c,
 	memset(c, 0, sizeof(*c));
 	err[0] = '\0';
 	if (passwd_file)
-		return from_file(passwd_file, c, err, errlen);
+		return from_file(passwd_file, bucket, c, err, errlen);
 	rc = from_env("OBS_ACCESS_KEY_ID", "OBS_SECRET_ACCESS_KEY",
 		      "OBS_SECURITY_TOKEN", c);
 	if (rc == -ENOENT)

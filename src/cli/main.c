@@ -493,8 +493,8 @@ int main(int argc, char **argv)
 	log_init(d.opt.log_level, 0);
 	/* Until the monitor catches it, SIGUSR1 must not kill the daemon. */
 	signal(SIGUSR1, SIG_IGN);
-	rc = cli_credentials_load(d.opt.passwd_file, &d.creds, err,
-				  sizeof(err));
+	rc = cli_credentials_load(d.opt.passwd_file, d.opt.bucket, &d.creds,
+				  err, sizeof(err));
 	if (rc != 0) {
 		fprintf(stderr, "hoardfs: %s\n", err);
 		teardown(&d);

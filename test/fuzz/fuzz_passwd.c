@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!text)
 		return 0;
 	memcpy(text, data, size);
-	rc = cli_passwd_parse(text, size, &c);
+	rc = cli_passwd_parse(text, size, "bucket", &c);
 	FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
 	if (rc == 0) {
 		check_field(c.access_key);

@@ -170,22 +170,39 @@ static void test_passwd_lines(void **state)
 {
 	struct cli_credentials c;
 	const char *t1 = "# keys\n\n  AK1 : SK1 \n";
-	const char *t2 = "AK2:SK2:TOKEN2\nAK3:SK3\n";
+	const char *t2 =
+		"AK2:SK2:"
+		"TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT"
+		"TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT\n"
+		"AK3:SK3\n";
 	const char *t3 = "only-one-field\na:b:c:d\n:sk\nak:\n";
 
 	(void)state;
-	assert_int_equal(cli_passwd_parse(t1, strlen(t1), &c), 0);
+	assert_int_equal(cli_passwd_parse(t1, strlen(t1), NULL, &c), 0);
 	assert_string_equal(c.access_key, "AK1");
 	assert_string_equal(c.secret_key, "SK1");
 	assert_null(c.security_token);
 	cli_credentials_free(&c);
-	assert_int_equal(cli_passwd_parse(t2, strlen(t2), &c), 0);
+	assert_int_equal(cli_passwd_parse(t2, strlen(t2), NULL, &c), 0);
 	assert_string_equal(c.access_key, "AK2");
-	assert_string_equal(c.security_token, "TOKEN2");
+	assert_int_equal(strlen(c.security_token), 120);
 	cli_credentials_free(&c);
-	assert_int_equal(cli_passwd_parse(t3, strlen(t3), &c), -EINVAL);
+	assert_int_equal(cli_passwd_parse(t3, strlen(t3), NULL, &c), -EINVAL);
+	/* s3fs's bucket form: the right bucket is used, another one skipped
+	 * (never a secret key sent as a token). */
+	{
+		const char *t4 = "other:AKO:SKO\nmine:AKM:SKM\n";
+
+		assert_int_equal(cli_passwd_parse(t4, strlen(t4), "mine", &c),
+				 0);
+		assert_string_equal(c.access_key, "AKM");
+		assert_string_equal(c.secret_key, "SKM");
+		assert_null(c.security_token);
+		cli_credentials_free(&c);
+		assert_int_equal(cli_passwd_parse(t4, 14, "mine", &c), -EINVAL);
+	}
 	/* Not NUL-terminated: the length is the limit. */
-	assert_int_equal(cli_passwd_parse("AK:SKX", 5, &c), 0);
+	assert_int_equal(cli_passwd_parse("AK:SKX", 5, NULL, &c), 0);
 	assert_string_equal(c.secret_key, "SK");
 	cli_credentials_free(&c);
 }
@@ -304,36 +321,41 @@ static void test_credential_chain_env(void **state)
 	setenv("OBS_ACCESS_KEY_ID", "OAK", 1);
 	setenv("OBS_SECRET_ACCESS_KEY", "OSK", 1);
 
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
+			 0);
 	assert_string_equal(c.access_key, "OAK");
 	assert_null(c.refresh);
 	cli_credentials_free(&c);
 	unsetenv("OBS_ACCESS_KEY_ID");
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
+			 0);
 	assert_string_equal(c.access_key, "AAK");
 	cli_credentials_free(&c);
 	unsetenv("AWS_SECRET_ACCESS_KEY");
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
+			 0);
 	assert_string_equal(c.access_key, "MAK");
 	assert_string_equal(c.security_token, "MTOK");
 	cli_credentials_free(&c);
 	unsetenv("ACCESS_KEY_ID");
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
+			 0);
 	assert_string_equal(c.access_key, "FAK");
 	assert_null(c.security_token);
 	cli_credentials_free(&c);
 	setenv("AWS_PROFILE", "p2", 1);
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)), 0);
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
+			 0);
 	assert_string_equal(c.access_key, "P2AK");
 	cli_credentials_free(&c);
 	/* A profile that is not there is an error, not a fall-through. */
 	setenv("AWS_PROFILE", "p3", 1);
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)),
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "p3"));
 	unsetenv("AWS_PROFILE");
 	setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-	assert_int_equal(cli_credentials_load(NULL, &c, err, sizeof(err)),
+	assert_int_equal(cli_credentials_load(NULL, NULL, &c, err, sizeof(err)),
 			 -ENOENT);
 	assert_non_null(strstr(err, "no credentials"));
 	assert_null(strstr(err, "MSK"));
