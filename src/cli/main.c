@@ -308,6 +308,67 @@ static int add_o(struct fuse_args *args, const char *opt)
 	return rc;
 }
 
+/*
+ * Refuse a mountpoint that is missing, not a directory, or already a mount
+ * (a live mount, or a crashed one: its stat fails with ENOTCONN), and a
+ * cache dir at or under the mountpoint, whose every access would then go
+ * through the mount being served and hang.  Runs before the cache dir is
+ * created, so a bad mountpoint leaves nothing behind.
+ */
+static int check_mountpoint(struct daemon *d)
+{
+	char *mnt = realpath(d->opt.mountpoint, NULL), *cache = NULL, *up;
+	struct stat st, parent;
+	size_t len;
+	int rc = CLI_EXIT_RUNTIME;
+
+	if (!mnt || stat(mnt, &st) != 0) {
+		fprintf(stderr, "hoardfs: mountpoint %s: %s%s\n",
+			d->opt.mountpoint, strerror(errno),
+			errno == ENOTCONN ? " (a crashed mount: fusermount3 "
+					    "-u it first)"
+					  : "");
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "hoardfs: mountpoint %s: not a directory\n",
+			d->opt.mountpoint);
+		goto out;
+	}
+	if (asprintf(&up, "%s/..", mnt) >= 0) {
+		if (stat(up, &parent) == 0 && parent.st_dev != st.st_dev &&
+		    strcmp(mnt, "/") != 0) {
+			fprintf(stderr,
+				"hoardfs: mountpoint %s is already mounted; "
+				"unmount it first (fusermount3 -u %s)\n",
+				d->opt.mountpoint, d->opt.mountpoint);
+			free(up);
+			goto out;
+		}
+		free(up);
+	}
+	if (!d->opt.cache_dir)
+		d->opt.cache_dir = cli_default_cache_dir();
+	cache = d->opt.cache_dir ? realpath(d->opt.cache_dir, NULL) : NULL;
+	if (!cache && d->opt.cache_dir)
+		cache = strdup(d->opt.cache_dir);
+	len = strlen(mnt);
+	if (cache && strncmp(cache, mnt, len) == 0 &&
+	    (cache[len] == '\0' || cache[len] == '/' ||
+	     strcmp(mnt, "/") == 0)) {
+		fprintf(stderr,
+			"hoardfs: cache dir %s is inside the mountpoint %s; "
+			"give a --cache-dir outside it\n",
+			d->opt.cache_dir, d->opt.mountpoint);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(cache);
+	free(mnt);
+	return rc;
+}
+
 static int setup_session(struct daemon *d)
 {
 	struct fs_config cfg = {
@@ -323,19 +384,8 @@ static int setup_session(struct daemon *d)
 		.file_mode = d->opt.file_mode,
 		.dir_mode = d->opt.dir_mode,
 	};
-	struct stat st;
 	int rc;
 
-	if (stat(d->opt.mountpoint, &st) != 0) {
-		fprintf(stderr, "hoardfs: mountpoint %s: %s\n",
-			d->opt.mountpoint, strerror(errno));
-		return CLI_EXIT_RUNTIME;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "hoardfs: mountpoint %s: not a directory\n",
-			d->opt.mountpoint);
-		return CLI_EXIT_RUNTIME;
-	}
 	rc = fs_new(&cfg, d->client, d->store, d->idx, &d->fs);
 	if (rc != 0)
 		return CLI_EXIT_RUNTIME;
@@ -501,6 +551,8 @@ int main(int argc, char **argv)
 		return CLI_EXIT_RUNTIME;
 	}
 	rc = check_metrics_file(&d);
+	if (rc == 0)
+		rc = check_mountpoint(&d);
 	if (rc == 0)
 		rc = setup_client(&d);
 	if (rc == 0)

@@ -729,6 +729,12 @@ int cli_parse(int argc, char **argv, struct cli_options *o, char *err,
 			rc = set_str(&o->region, r);
 	}
 	/* The daemon changes to / when it forks: keep paths meaningful. */
+	/* libfuse unmounts by this path after the fork changed to /. */
+	if (rc == 0 && o->mountpoint[0] != '/' &&
+	    make_absolute(&o->mountpoint) != 0)
+		return fail(err, errlen,
+			    "mountpoint %s: cannot make it absolute: %s",
+			    o->mountpoint, strerror(errno));
 	if (rc == 0 && o->cache_dir && o->cache_dir[0] != '/' &&
 	    make_absolute(&o->cache_dir) != 0)
 		return fail(err, errlen,

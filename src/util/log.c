@@ -56,7 +56,7 @@ static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 	char line[4096];
-	size_t used = 0;
+	size_t used = 0, start;
 	int n;
 
 	if (!log_to_syslog) {
@@ -72,11 +72,17 @@ static void log_vemit(enum log_level level, const char *fmt, va_list ap)
 		if (n > 0)
 			used += (size_t)n;
 	}
+	start = used;
 	n = vsnprintf(line + used, sizeof(line) - used, fmt, ap);
 	if (n > 0)
 		used += (size_t)n;
 	if (used > sizeof(line) - 2)
 		used = sizeof(line) - 2;
+	/* Object keys may hold newlines or terminal escapes: one event must
+	 * stay one line, and nobody's terminal is steered by a bucket. */
+	for (size_t i = start; i < used; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
 	if (log_to_syslog) {
 		line[used] = '\0';
 		syslog(prio[level], "%s", line);

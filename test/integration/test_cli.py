@@ -194,3 +194,46 @@ def test_relative_cache_dir_and_daemon_pid(s3, bucket, tmp_path):
             assert b"hoardfs" in f.read()  # the daemon, not its parent
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], check=True)
+
+
+def test_unsafe_mountpoints_are_refused(s3, bucket, tmp_path, mount_factory):
+    s3.put(bucket, "f", b"x")
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    env = creds(s3)
+    base = [HOARDFS, "--endpoint", s3.endpoint, "--path-style"]
+    # A cache dir at or under the mountpoint would hang every read.
+    for cache in (mnt, mnt / "sub"):
+        r = subprocess.run(base + ["--cache-dir", str(cache),
+                                   "s3://" + bucket, str(mnt)], env=env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and "inside the mountpoint" in r.stderr
+        assert not is_mounted(str(mnt))
+    # A missing mountpoint leaves no cache dir behind.
+    r = subprocess.run(base + ["--cache-dir", str(tmp_path / "nc"),
+                               "s3://" + bucket, str(tmp_path / "nope")],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and not (tmp_path / "nc").exists()
+    # A mountpoint that is already mounted is refused, not stacked on.
+    with mount_factory(bucket) as m:
+        r = subprocess.run(base + ["--cache-dir", str(tmp_path / "c2"),
+                                   "s3://" + bucket, m.path], env=env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and "already mounted" in r.stderr
+
+
+def test_sigterm_with_relative_mountpoint(s3, bucket, tmp_path):
+    s3.put(bucket, "f", b"x")
+    (tmp_path / "rel").mkdir()
+    p = subprocess.Popen([HOARDFS, "-f", "--endpoint", s3.endpoint,
+                          "--path-style", "--cache-dir", "c",
+                          "s3://" + bucket, "rel"], env=creds(s3),
+                         cwd=str(tmp_path), stderr=subprocess.PIPE)
+    for _ in range(300):
+        if is_mounted(str(tmp_path / "rel")) or p.poll() is not None:
+            break
+        subprocess.run(["sleep", "0.02"])
+    assert is_mounted(str(tmp_path / "rel")), p.stderr.read()
+    p.terminate()
+    assert p.wait(15) == 0
+    assert not is_mounted(str(tmp_path / "rel"))

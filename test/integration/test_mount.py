@@ -294,3 +294,16 @@ def test_daemon_mode_returns_after_mount(s3, bucket, tmp_path):
             break
         assert time.monotonic() < deadline, "daemon still running: %s" % ps
         time.sleep(0.1)
+
+
+def test_key_names_cannot_forge_log_lines(s3, bucket, mount_factory):
+    evil = ("inj/" + "q" * 256 + "\n2026-01-01T00:00:00.000Z hoardfs error: "
+            "FORGED LINE \x1b[31mred")
+    s3.put(bucket, evil, b"x")
+    s3.put(bucket, "inj/ok", b"y")
+    with mount_factory(bucket) as m:
+        assert os.listdir(os.path.join(m.path, "inj")) == ["ok"]
+    logs = m.logs()
+    assert "\x1b" not in logs
+    forged = [line for line in logs.splitlines() if "FORGED" in line]
+    assert forged and all("skipping" in line for line in forged)
