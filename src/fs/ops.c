@@ -351,11 +351,11 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct fs *fs = req_fs(req);
 	struct statvfs st;
 
-	/* Report the cache filesystem's size: that is what bounds us.  A
-	 * read-only mount has no free space to offer. */
+	/* Report the cache filesystem: its size and free space are what
+	 * bound the cache.  (All zero free would look like a full disk to
+	 * monitoring.)  No inodes can be made on a read-only mount. */
 	if (statvfs(store_dir(fs->store), &st) != 0)
 		memset(&st, 0, sizeof(st));
-	st.f_bfree = st.f_bavail = 0;
 	st.f_ffree = st.f_favail = 0;
 	st.f_namemax = FS_NAME_MAX;
 	fuse_reply_statfs(req, &st);

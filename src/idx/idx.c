@@ -383,7 +383,7 @@ static int idx_migrate(struct idx *x)
 		rc = idx_exec(x, idx_migrations[i].sql, "migrate");
 		if (rc)
 			goto out;
-		log_info("idx: %s: schema migrated to version %d", x->path,
+		log_debug("idx: %s: schema migrated to version %d", x->path,
 			 idx_migrations[i].to_version);
 		version = idx_migrations[i].to_version;
 	}
