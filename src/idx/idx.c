@@ -384,7 +384,7 @@ static int idx_migrate(struct idx *x)
 		if (rc)
 			goto out;
 		log_debug("idx: %s: schema migrated to version %d", x->path,
-			 idx_migrations[i].to_version);
+			  idx_migrations[i].to_version);
 		version = idx_migrations[i].to_version;
 	}
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
