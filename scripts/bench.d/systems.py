@@ -18,11 +18,17 @@ Everything else stays at each tool's defaults; --s3fs-opts and --rclone-args add
 """
 
 import os
+import re
+import resource
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
+# hoardfs "error:"/"warn:", s3fs "[ERR]"/"[WAN]"/"[CRT]", rclone "ERROR :"/"WARNING:"
+PROBLEM_RE = re.compile(r"(?i)\b(error|warn|warning)\b\s*:|\[(ERR|WAN|CRT)\]")
+HARD_NOFILE = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 MOUNT_TIMEOUT_S = 30
 UNMOUNT_TIMEOUT_S = 30
 
@@ -69,6 +75,8 @@ class Mount:
                                      % (self.name, dataset.name, tag))
         self.proc = None
         self.peak_rss_mib = None
+        self.peak_fds = None
+        self._sampler = None
 
     # -- to be provided by subclasses
     def command(self):
@@ -92,11 +100,15 @@ class Mount:
         force_unmount(self.mnt)
         shutil.rmtree(self.cache, ignore_errors=True)
         os.makedirs(self.cache, mode=0o700)
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "wb")
         try:
-            self.proc = subprocess.Popen(self.command(), env=self.env(), stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)  # Ctrl-C goes to us only
+            nofile = getattr(self.ctx, "nofile", 0)
+            self.proc = subprocess.Popen(
+                self.command(), env=self.env(), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,  # Ctrl-C goes to us only
+                preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                       (nofile, max(nofile, HARD_NOFILE))))
+                if nofile else None)
         finally:
             log.close()
         self.ctx.cleanup.append(self.stop)
@@ -110,13 +122,41 @@ class Mount:
             time.sleep(0.05)
         # Mounted is not the same as answering: wait until the root can be listed.
         os.listdir(self.mnt)
+        self._sampler = threading.Thread(target=self._sample_loop, args=(self.proc,),
+                                         daemon=True)
+        self._sampler.start()
         return self
+
+    def _sample_loop(self, proc):
+        """Peak open fds (and RSS) every 0.2 s while the daemon runs."""
+        from workload import open_fds
+        while proc.poll() is None and self.proc is proc:
+            n = open_fds(proc.pid)
+            if n is not None:
+                self.peak_fds = max(self.peak_fds or 0, n)
+            self.sample_rss()
+            time.sleep(0.2)
+
+    def log_problems(self):
+        """(number of error/warning lines in the daemon's log, the first of them)."""
+        n, first = 0, None
+        try:
+            with open(self.log_path, errors="replace") as f:
+                for line in f:
+                    if PROBLEM_RE.search(line):
+                        n += 1
+                        if first is None:
+                            first = line.strip()[:200]
+        except OSError:
+            pass
+        return n, first
 
     def sample_rss(self):
         """Remember the daemon's peak RSS (VmHWM) while it is alive."""
-        if self.proc and self.proc.poll() is None:
+        proc = self.proc
+        if proc and proc.poll() is None:
             from workload import peak_rss_mib
-            v = peak_rss_mib(self.proc.pid)
+            v = peak_rss_mib(proc.pid)
             if v is not None:
                 self.peak_rss_mib = max(self.peak_rss_mib or 0, v)
 
@@ -239,6 +279,9 @@ class Local(Mount):
 
     def sample_rss(self):
         pass
+
+    def log_problems(self):
+        return 0, None
 
 
 SYSTEMS = {"hoardfs": Hoardfs, "s3fs": S3fs, "rclone": Rclone, "local": Local}

@@ -161,6 +161,41 @@ def peak_rss_mib(pid):
     return None if kb is None else kb / 1024.0
 
 
+def _io_calls(pid):
+    """read/write system calls the process made so far (fdatasync-bound work shows here
+    even when it uses no CPU), or None."""
+    try:
+        with open("/proc/%d/io" % pid) as f:
+            v = dict(line.split(": ") for line in f.read().splitlines())
+        return int(v["syscr"]) + int(v["syscw"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _threads_in_d(pid):
+    """How many of the process's threads are in uninterruptible sleep (disk I/O, fsync)."""
+    n = 0
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "D":
+                        n += 1
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return n
+
+
+def open_fds(pid):
+    """Number of open file descriptors of the process, or None."""
+    try:
+        return len(os.listdir("/proc/%d/fd" % pid))
+    except OSError:
+        return None
+
+
 def _cpu_ticks(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -171,21 +206,22 @@ def _cpu_ticks(pid):
 
 
 def settle(pid, request_count, max_s=120.0, quiet_s=1.0):
-    """Wait until the daemon uses (almost) no CPU and the server sees no new request for
-    quiet_s, so background work (read-ahead, commits, checksums) is charged to the epoch
-    that caused it, not to the next one. request_count() returns the server's total.
-    Returns the seconds waited."""
+    """Wait until the daemon uses (almost) no CPU, makes (almost) no read/write calls, has no
+    thread in disk wait, and the server sees no new request for quiet_s, so background work
+    (read-ahead, commits and their fdatasync, checksums) is charged to the epoch that caused
+    it, not to the next one. request_count() returns the server's total. Returns the
+    seconds waited."""
     t0 = time.monotonic()
-    last_ticks = _cpu_ticks(pid) if pid else None
-    last_reqs = request_count()
+    last = (_cpu_ticks(pid), _io_calls(pid), request_count())
     while time.monotonic() - t0 < max_s:
         time.sleep(quiet_s)
-        ticks = _cpu_ticks(pid) if pid else None
-        reqs = request_count()
-        busy = (ticks is not None and last_ticks is not None and ticks - last_ticks > 2)
-        if not busy and reqs == last_reqs:
+        now = (_cpu_ticks(pid), _io_calls(pid), request_count())
+        busy = (None not in (now[0], last[0]) and now[0] - last[0] > 2) or \
+               (None not in (now[1], last[1]) and now[1] - last[1] > 20) or \
+               now[2] != last[2] or _threads_in_d(pid) > 0
+        if not busy:
             break
-        last_ticks, last_reqs = ticks, reqs
+        last = now
     return time.monotonic() - t0
 
 
