@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -469,6 +470,24 @@ static int check_metrics_file(struct daemon *d)
 	return CLI_EXIT_RUNTIME;
 }
 
+/*
+ * Each object being fetched or waiting for its group commit holds its data
+ * file open, and a small-file epoch has thousands of them; the usual soft
+ * limit of 1024 descriptors would make commits fail with EMFILE (and the
+ * bytes be fetched again next epoch).  Take the hard limit, as rclone does.
+ */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		log_warn("cannot raise the open file limit: %s",
+			 strerror(errno));
+}
+
 static int run(struct daemon *d)
 {
 	struct sched_config scfg = {
@@ -488,6 +507,7 @@ static int run(struct daemon *d)
 	/* The lock is inherited across the fork; name its new holder. */
 	if (store_lock_pid(d->store) != 0)
 		log_warn("cannot write the pid into %s/lock", d->opt.cache_dir);
+	raise_fd_limit();
 	/* Threads start only now: fuse_daemonize() forks. */
 	rc = sched_new(&scfg, d->opt.bucket, d->client, d->store, d->idx,
 		       &d->sched);

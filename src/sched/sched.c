@@ -397,7 +397,9 @@ static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
 {
 	struct idx_extent_rec *recs = calloc(n ? n : 1, sizeof(*recs));
 	char *durable = calloc(n ? n : 1, 1);
+	unsigned char sub_state[256] = {0}; /* 0 unsynced, 1 ok, 2 failed */
 	size_t nrecs = 0;
+	unsigned epoch;
 	int rc, dir_sync;
 
 	if (!recs || !durable) {
@@ -405,30 +407,39 @@ static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
 			  n);
 		goto out;
 	}
+	/* The marks below are the commit thread's own: no lock needed. */
+	epoch = ++s->commit_epoch;
 	for (size_t i = 0; i < n; i++) {
-		size_t j;
+		struct sched_obj *o = v[i].o;
+		unsigned sub;
 
 		/* One fdatasync per file per batch: reuse an earlier one. */
-		for (j = 0; j < i && v[j].o != v[i].o; j++)
-			;
-		if (j < i) {
-			durable[i] = durable[j];
+		if (o->commit_epoch == epoch) {
+			durable[i] = o->commit_durable;
 			continue;
 		}
+		o->commit_epoch = epoch;
+		o->commit_durable = 0;
 		pthread_mutex_lock(&s->lock);
-		dir_sync = v[i].o->needs_dir_sync;
+		dir_sync = o->needs_dir_sync;
 		pthread_mutex_unlock(&s->lock);
-		if (fdatasync(v[i].o->fd) != 0) {
+		if (fdatasync(o->fd) != 0) {
 			log_error("commit: fdatasync of s3://%s/%s: %s",
-				  s->bucket, v[i].o->key, strerror(errno));
+				  s->bucket, o->key, strerror(errno));
 			continue;
 		}
-		if (dir_sync && store_sync_dirs(s->store, v[i].o->name) != 0)
+		/* And one sync per directory of new files per batch. */
+		sub = (unsigned)strtoul((char[3]){o->name[0], o->name[1], 0},
+					NULL, 16);
+		if (dir_sync && !sub_state[sub])
+			sub_state[sub] =
+				store_sync_dirs(s->store, o->name) == 0 ? 1 : 2;
+		if (dir_sync && sub_state[sub] != 1)
 			continue;
-		durable[i] = 1;
+		durable[i] = o->commit_durable = 1;
 		if (dir_sync) {
 			pthread_mutex_lock(&s->lock);
-			v[i].o->needs_dir_sync = 0;
+			o->needs_dir_sync = 0;
 			pthread_mutex_unlock(&s->lock);
 		}
 	}

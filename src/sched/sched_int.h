@@ -53,15 +53,17 @@ struct sched_obj {
 	int64_t fail_ms;  /* lock: util_mono_ms() of the last failed part */
 	uint32_t present; /* lock: parts in PART_PRESENT */
 	uint32_t fetched; /* lock: parts fetched by this instance */
-	atomic_int complete; /* every part present: reads take no lock */
-	uint32_t cursor;     /* lock: next part to read ahead */
-	unsigned refs;	     /* lock: references */
-	unsigned users;	     /* lock: references from sched_obj_open() not
-			      * yet put (open files, warms); refs >= users */
-	unsigned generation; /* lock: bumped when its extents are dropped, so
-			      * older commit records are not recorded */
-	int stale;	     /* lock: replaced by a newer version */
-	int needs_dir_sync;  /* lock: data file created, entry not durable */
+	atomic_int complete;   /* every part present: reads take no lock */
+	uint32_t cursor;       /* lock: next part to read ahead */
+	unsigned refs;	       /* lock: references */
+	unsigned users;	       /* lock: references from sched_obj_open() not
+				* yet put (open files, warms); refs >= users */
+	unsigned generation;   /* lock: bumped when its extents are dropped, so
+				* older commit records are not recorded */
+	int stale;	       /* lock: replaced by a newer version */
+	int needs_dir_sync;    /* lock: data file created, entry not durable */
+	unsigned commit_epoch; /* commit thread only: last batch it was in */
+	char commit_durable;   /* commit thread only: synced in that batch */
 	int verified;	/* lock: MD5 checked (or queued) since the last fill */
 	int refetched;	/* lock: dropped once after a bad MD5 */
 	int in_table;	/* lock: reachable from s->table */
@@ -106,6 +108,7 @@ struct sched {
 	struct sched_obj *verify_head, *verify_tail;   /* lock: FIFO */
 	struct commit_rec *commits;   /* lock: array of ncommits */
 	size_t ncommits, commits_cap; /* lock */
+	unsigned commit_epoch;	      /* commit thread only: batches so far */
 	uint64_t cached_bytes;	      /* lock: bytes of every present part, on
 				       * disk, recorded in the index or not */
 	uint64_t inflight_bytes;      /* lock: bytes of parts being fetched */
