@@ -364,6 +364,11 @@ static void *worker_main(void *arg)
 				pthread_cond_wait(&s->work_cond, &s->lock);
 			continue;
 		}
+		/* A push wakes one worker; while parts remain, each worker
+		 * that finds one wakes the next, so an object's parts go out
+		 * --parallel at a time rather than one by one. */
+		if (s->demand_head || s->pending_head)
+			pthread_cond_signal(&s->work_cond);
 		need = sched_part_bytes(o, p);
 		rc = sched_space_reserve_locked(s, need);
 		if (rc != 0 && !demanded) {

@@ -376,3 +376,21 @@ def test_small_file_epoch_is_all_recorded(s3, bucket, mount_factory):
         epoch()
         assert s3.stats(requests=False)["GET"] == 0
     assert "Too many open files" not in m.logs()
+
+
+def test_parts_of_one_object_go_out_in_parallel(s3, bucket, mount_factory):
+    # With a per-connection cap like a remote store's, one reader of one
+    # object must get --parallel connections, not one.
+    data = rnd(32 * MiB, 32)
+    s3.put(bucket, "wide", data)
+    with mount_factory(bucket, args=["--part-size", "4MiB",
+                                     "--parallel", "8"]) as m:
+        s3.faults({"bandwidth_bps": 8 * MiB})
+        try:
+            t0 = time.monotonic()
+            assert sha(read_all(os.path.join(m.path, "wide"))) == sha(data)
+            wall = time.monotonic() - t0
+        finally:
+            s3.faults({})
+    print("32 MiB at 8 MiB/s per connection: %.2f s" % wall)
+    assert wall < 2.0  # one connection at a time would take 4 s
