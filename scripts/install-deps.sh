@@ -1,6 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Installs the Debian packages that building, testing and the demo need.
+# Installs the Debian packages that building, testing and the demo need,
+# or, given package names as arguments, those instead (scripts/bench uses
+# that for its own).
 # Idempotent: packages already present are skipped, so a second run does no
 # network access at all.
 set -eu
@@ -15,6 +17,11 @@ groff-base man-db
 python3-pytest python3-boto3 python3-numpy python3-yaml
 dataset-fashion-mnist
 attr"
+
+# Arguments, when given, replace the list.
+if [ $# -gt 0 ]; then
+	pkgs="$*"
+fi
 
 missing=""
 for p in $pkgs; do
