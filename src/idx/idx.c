@@ -40,6 +40,7 @@
 #include <sqlite3.h>
 
 #include "hoardfs/idx.h"
+#include "idx/idx_int.h"
 #include "hoardfs/log.h"
 #include "hoardfs/util.h"
 
@@ -96,29 +97,6 @@ static const struct idx_migration idx_migrations[] = {
 _Static_assert(IDX_N_MIGRATIONS == IDX_SCHEMA_VERSION,
 	       "one migration step per schema version");
 
-/* The cached statements, by purpose. */
-enum idx_stmt_id {
-	IDX_ST_BEGIN,		/* start a write transaction */
-	IDX_ST_COMMIT,		/* commit it */
-	IDX_ST_ROLLBACK,	/* abandon it */
-	IDX_ST_LOOKUP,		/* object row by (bucket, key) */
-	IDX_ST_INSERT,		/* new object row */
-	IDX_ST_UPDATE,		/* new version of an object row */
-	IDX_ST_TOUCH,		/* set an object's atime */
-	IDX_ST_REMOVE,		/* delete an object (extents cascade) */
-	IDX_ST_EXTENTS_PURGE,	/* delete all extents of an object */
-	IDX_ST_EXTENTS_LOAD,	/* all extents of an object, by off */
-	IDX_ST_EXTENTS_OVERLAP, /* extents overlapping or touching a range */
-	IDX_ST_EXTENTS_DELETE,	/* delete the extents found by OVERLAP */
-	IDX_ST_EXTENTS_INSERT,	/* insert one extent */
-	IDX_ST_STATS,		/* object count and extent bytes */
-	IDX_ST_PAGE_LRU,	/* objects by (atime, id), after a cursor */
-	IDX_ST_PAGE_ID,		/* objects by id, after a cursor */
-	IDX_ST_LISTING_GET,	/* a directory listing by (bucket, prefix) */
-	IDX_ST_LISTING_PUT,	/* insert or replace one */
-	IDX_ST_COUNT
-};
-
 static const char *const idx_stmt_sql[IDX_ST_COUNT] = {
 	[IDX_ST_BEGIN] = "BEGIN IMMEDIATE",
 	[IDX_ST_COMMIT] = "COMMIT",
@@ -172,23 +150,11 @@ static const char *const idx_stmt_sql[IDX_ST_COUNT] = {
 };
 
 /*
- * Invariant: between public calls no transaction is open and every
- * statement in st[] is reset.  The extents table holds, per object,
- * disjoint non-touching non-empty ranges (what idx_extents_commit keeps).
- */
-struct idx {
-	pthread_mutex_t lock;		/* held for all of every public call */
-	sqlite3 *db;			/* the one connection, under lock */
-	char *path;			/* database file path, for log lines */
-	sqlite3_stmt *st[IDX_ST_COUNT]; /* prepared statements, by id */
-};
-
-/*
  * idx_errno - the one mapping from a SQLite result code (primary or
  * extended) to -errno.  Logs @what and SQLite's message for the
  * connection; call it before resetting the failed statement.
  */
-static int idx_errno(struct idx *x, int rc, const char *what)
+int idx_errno(struct idx *x, int rc, const char *what)
 {
 	const char *msg = x->db ? sqlite3_errmsg(x->db) : sqlite3_errstr(rc);
 
@@ -218,14 +184,14 @@ static int idx_errno(struct idx *x, int rc, const char *what)
 }
 
 /* idx_bind_failed - map the error left by a failed sqlite3_bind_*(). */
-static int idx_bind_failed(struct idx *x, const char *what)
+int idx_bind_failed(struct idx *x, const char *what)
 {
 	return idx_errno(x, sqlite3_extended_errcode(x->db), what);
 }
 
 /* idx_release - reset @st (NULL is a no-op) and drop its bindings, so it
  * holds no read transaction and no pointer into the caller's memory. */
-static void idx_release(sqlite3_stmt *st)
+void idx_release(sqlite3_stmt *st)
 {
 	if (!st)
 		return;
@@ -233,7 +199,7 @@ static void idx_release(sqlite3_stmt *st)
 	sqlite3_clear_bindings(st);
 }
 
-static void idx_lock(struct idx *x)
+void idx_lock(struct idx *x)
 {
 	int err = pthread_mutex_lock(&x->lock);
 
@@ -241,7 +207,7 @@ static void idx_lock(struct idx *x)
 	(void)err;
 }
 
-static void idx_unlock(struct idx *x)
+void idx_unlock(struct idx *x)
 {
 	int err = pthread_mutex_unlock(&x->lock);
 
@@ -253,7 +219,7 @@ static void idx_unlock(struct idx *x)
  * idx_step_done - run a cached statement that returns no rows (bindings
  * already set) and reset it.  Returns 0 or -errno.
  */
-static int idx_step_done(struct idx *x, enum idx_stmt_id id, const char *what)
+int idx_step_done(struct idx *x, enum idx_stmt_id id, const char *what)
 {
 	int rc = sqlite3_step(x->st[id]);
 
@@ -652,9 +618,8 @@ static int idx_update_locked(struct idx *x, const struct idx_object *obj)
 
 /* idx_by_id_locked - run a cached statement whose one parameter ?1 is an
  * object id, and an optional ?2 int64 when @has_arg. */
-static int idx_by_id_locked(struct idx *x, enum idx_stmt_id id,
-			    int64_t object_id, int has_arg, int64_t arg,
-			    const char *what)
+int idx_by_id_locked(struct idx *x, enum idx_stmt_id id, int64_t object_id,
+		     int has_arg, int64_t arg, const char *what)
 {
 	sqlite3_stmt *st = x->st[id];
 
@@ -904,214 +869,5 @@ out_unlock:
 out_free:
 	free(exists);
 	free(ids);
-	return rc;
-}
-
-int idx_object_touch(struct idx *x, int64_t object_id, int64_t atime_sec)
-{
-	int rc;
-
-	idx_lock(x);
-	rc = idx_by_id_locked(x, IDX_ST_TOUCH, object_id, 1, atime_sec,
-			      "touch object");
-	idx_unlock(x);
-	return rc;
-}
-
-int idx_object_remove(struct idx *x, int64_t object_id)
-{
-	int rc;
-
-	idx_lock(x);
-	/* One statement, so atomic; ON DELETE CASCADE drops the extents. */
-	rc = idx_by_id_locked(x, IDX_ST_REMOVE, object_id, 0, 0,
-			      "remove object");
-	idx_unlock(x);
-	return rc;
-}
-
-int idx_stats(struct idx *x, uint64_t *objects, uint64_t *cached_bytes)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	idx_lock(x);
-	st = x->st[IDX_ST_STATS];
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		rc = idx_errno(x, rc == SQLITE_DONE ? SQLITE_ERROR : rc,
-			       "stats");
-		goto out;
-	}
-	*objects = (uint64_t)sqlite3_column_int64(st, 0);
-	*cached_bytes = (uint64_t)sqlite3_column_int64(st, 1);
-	rc = 0;
-out:
-	idx_release(st);
-	idx_unlock(x);
-	return rc;
-}
-
-int idx_extents_drop(struct idx *x, int64_t object_id)
-{
-	int rc;
-
-	idx_lock(x);
-	rc = idx_by_id_locked(x, IDX_ST_EXTENTS_PURGE, object_id, 0, 0,
-			      "drop extents");
-	idx_unlock(x);
-	return rc;
-}
-
-void idx_entries_clear(struct idx_entry *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].bucket);
-		free(v[i].key);
-		memset(&v[i], 0, sizeof(v[i]));
-	}
-}
-
-/* Copy one result row of a PAGE statement into @e. */
-static int idx_row_entry(sqlite3_stmt *st, struct idx_entry *e)
-{
-	const unsigned char *etag = sqlite3_column_text(st, 3);
-	int key_len = sqlite3_column_bytes(st, 2);
-	const void *key = sqlite3_column_blob(st, 2);
-
-	memset(e, 0, sizeof(*e));
-	e->id = sqlite3_column_int64(st, 0);
-	e->bucket = strdup((const char *)sqlite3_column_text(st, 1));
-	e->key = malloc((size_t)key_len + 1);
-	if (!e->bucket || !e->key) {
-		free(e->bucket);
-		free(e->key);
-		return -ENOMEM;
-	}
-	if (key_len > 0)
-		memcpy(e->key, key, (size_t)key_len);
-	e->key[key_len] = '\0';
-	snprintf(e->etag, sizeof(e->etag), "%s",
-		 etag ? (const char *)etag : "");
-	e->size = (uint64_t)sqlite3_column_int64(st, 4);
-	e->atime_sec = sqlite3_column_int64(st, 5);
-	e->cached_bytes = (uint64_t)sqlite3_column_int64(st, 6);
-	return 0;
-}
-
-static int idx_page(struct idx *x, enum idx_stmt_id id, int64_t after_atime,
-		    int64_t after_id, size_t max, struct idx_entry *out,
-		    size_t *n)
-{
-	sqlite3_stmt *st;
-	int rc = 0;
-
-	*n = 0;
-	idx_lock(x);
-	st = x->st[id];
-	if (sqlite3_bind_int64(st, 1, after_atime) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 2, after_id) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 3, (sqlite3_int64)max) != SQLITE_OK) {
-		idx_release(st);
-		rc = idx_bind_failed(x, "page objects");
-		goto out;
-	}
-	while (*n < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-		rc = idx_row_entry(st, &out[*n]);
-		if (rc != 0)
-			break;
-		(*n)++;
-	}
-	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-		rc = 0;
-	else if (rc > 0)
-		rc = idx_errno(x, rc, "page objects");
-	idx_release(st);
-	if (rc != 0) {
-		idx_entries_clear(out, *n);
-		*n = 0;
-	}
-out:
-	idx_unlock(x);
-	return rc;
-}
-
-int idx_page_lru(struct idx *x, int64_t after_atime, int64_t after_id,
-		 size_t max, struct idx_entry *out, size_t *n)
-{
-	return idx_page(x, IDX_ST_PAGE_LRU, after_atime, after_id, max, out, n);
-}
-
-int idx_page_by_id(struct idx *x, int64_t after_id, size_t max,
-		   struct idx_entry *out, size_t *n)
-{
-	return idx_page(x, IDX_ST_PAGE_ID, 0, after_id, max, out, n);
-}
-
-int idx_listing_put(struct idx *x, const char *bucket, const char *prefix,
-		    int64_t fetched_sec, const void *body, size_t len)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (len > INT32_MAX)
-		return -EFBIG;
-	idx_lock(x);
-	st = x->st[IDX_ST_LISTING_PUT];
-	if (sqlite3_bind_text(st, 1, bucket, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_blob(st, 2, prefix, (int)strlen(prefix),
-			      SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_int64(st, 3, fetched_sec) != SQLITE_OK ||
-	    sqlite3_bind_blob(st, 4, body, (int)len, SQLITE_STATIC) !=
-		    SQLITE_OK) {
-		idx_release(st);
-		rc = idx_bind_failed(x, "store listing");
-	} else {
-		rc = idx_step_done(x, IDX_ST_LISTING_PUT, "store listing");
-	}
-	idx_unlock(x);
-	return rc;
-}
-
-int idx_listing_get(struct idx *x, const char *bucket, const char *prefix,
-		    int64_t *fetched_sec, void **body, size_t *len)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	*body = NULL;
-	*len = 0;
-	idx_lock(x);
-	st = x->st[IDX_ST_LISTING_GET];
-	if (sqlite3_bind_text(st, 1, bucket, -1, SQLITE_STATIC) != SQLITE_OK ||
-	    sqlite3_bind_blob(st, 2, prefix, (int)strlen(prefix),
-			      SQLITE_STATIC) != SQLITE_OK) {
-		idx_release(st);
-		rc = idx_bind_failed(x, "load listing");
-		goto out;
-	}
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE) {
-		rc = -ENOENT;
-	} else if (rc != SQLITE_ROW) {
-		rc = idx_errno(x, rc, "load listing");
-	} else {
-		int n = sqlite3_column_bytes(st, 1);
-		const void *p = sqlite3_column_blob(st, 1);
-
-		*fetched_sec = sqlite3_column_int64(st, 0);
-		*body = malloc(n > 0 ? (size_t)n : 1);
-		if (!*body) {
-			rc = -ENOMEM;
-		} else {
-			if (n > 0)
-				memcpy(*body, p, (size_t)n);
-			*len = (size_t)n;
-			rc = 0;
-		}
-	}
-	idx_release(st);
-out:
-	idx_unlock(x);
 	return rc;
 }
