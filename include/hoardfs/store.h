@@ -65,6 +65,15 @@ int store_sync_dirs(struct store *s, const char *name)
 	__attribute__((warn_unused_result));
 
 /*
+ * store_sync_all - syncfs(2) the filesystem holding the cache dir: every
+ * data file's bytes and directory entry written before the call are
+ * durable when it returns 0 (Linux >= 5.8 also reports writeback errors
+ * of any file there).  Cheaper than one fdatasync(2) per file for a batch
+ * of many small files.  Returns 0 or -errno.  Blocks on the disk.
+ */
+int store_sync_all(struct store *s) __attribute__((warn_unused_result));
+
+/*
  * store_lock - take the cache dir's lock file (<cache_dir>/lock, 0600) with
  * flock(2), so one daemon owns the cache dir; the lock is held until the
  * process exits (it survives fork, so take it before daemonizing).  The

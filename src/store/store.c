@@ -10,12 +10,13 @@
  * its data/ dir, both fixed at store_open(), so it takes no lock.  Every
  * operation is a few system calls relative to that fd (mkdirat, openat,
  * unlinkat), which the kernel serializes.  Two threads opening the same
- * name race harmlessly: O_CREAT without O_EXCL opens the same inode, and
- * both ftruncate it to the same size.  Two threads creating the same
- * data/<h[0..2)> dir race harmlessly too: the loser sees EEXIST.
- * Modes: directories 0700 and files 0600 whatever the process umask, by
- * chmod after every mkdir and fchmod after every open, since umask is
- * process-wide and cannot be changed safely under other threads.
+ * name race harmlessly: the one whose O_EXCL create fails opens the file
+ * the other created, and both ftruncate it to the same size.  Two threads
+ * creating the same data/<h[0..2)> dir race harmlessly too: the loser sees
+ * EEXIST. Modes: directories 0700 and files 0600 whatever the process umask, by
+ * chmod after every mkdir and fchmod after an open that finds another
+ * mode, since umask is process-wide and cannot be changed safely under
+ * other threads.
  * Ordering and durability: the caller fdatasync()s a file before the
  * index records its bytes (idx.h), but fdatasync does not make the file's
  * directory entry durable.  So a caller that created a file calls
@@ -137,18 +138,55 @@ static void store_rel_path(const char *name,
 }
 
 /*
- * store_openat - open the data file at @rel (relative to the data dir)
- * read-write, creating it if missing; *@created says whether this call
- * created it.  O_EXCL first, so creation is known; a file removed between
- * the two opens is simply created on the next turn.
+ * store_mkdir_sub - create the data file subdir @sub (0700 whatever the
+ * umask) unless it exists.  Returns 0 or -errno.
+ */
+static int store_mkdir_sub(struct store *s, const char *sub)
+{
+	int rc;
+
+	if (mkdirat(s->data_fd, sub, STORE_DIR_MODE) == 0) {
+		if (fchmodat(s->data_fd, sub, STORE_DIR_MODE, 0) == 0)
+			return 0;
+		rc = -errno;
+		log_error("store: cannot chmod %s/data/%s: %s", s->dir, sub,
+			  strerror(-rc));
+		return rc;
+	}
+	if (errno == EEXIST)
+		return 0;
+	rc = -errno;
+	log_error("store: cannot create %s/data/%s: %s", s->dir, sub,
+		  strerror(-rc));
+	return rc;
+}
+
+/*
+ * store_openat - open the data file @rel (relative to the data dir)
+ * read-write, creating it and its data/<h[0..2)> dir @sub if missing;
+ * *@created says whether this call created the file.  A cached file
+ * exists, so the plain open comes first and costs one call; O_EXCL on the
+ * creating open makes creation known.  A file removed between the two
+ * opens is simply opened again on the next turn.
  * Returns an fd or -errno.
  */
-static int store_openat(struct store *s, const char *rel, int *created)
+static int store_openat(struct store *s, const char *sub, const char *rel,
+			int *created)
 {
 	const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
 	int fd, rc;
 
 	for (;;) {
+		fd = openat(s->data_fd, rel, flags);
+		if (fd >= 0) {
+			*created = 0;
+			return fd;
+		}
+		if (errno != ENOENT)
+			break;
+		rc = store_mkdir_sub(s, sub);
+		if (rc != 0)
+			return rc;
 		fd = openat(s->data_fd, rel, flags | O_CREAT | O_EXCL,
 			    STORE_FILE_MODE);
 		if (fd >= 0) {
@@ -156,13 +194,6 @@ static int store_openat(struct store *s, const char *rel, int *created)
 			return fd;
 		}
 		if (errno != EEXIST)
-			break;
-		fd = openat(s->data_fd, rel, flags);
-		if (fd >= 0) {
-			*created = 0;
-			return fd;
-		}
-		if (errno != ENOENT)
 			break;
 	}
 	rc = -errno;
@@ -310,25 +341,19 @@ int store_file_open(struct store *s, const char *name, uint64_t size_bytes,
 	sub[STORE_FANOUT] = '\0';
 	store_rel_path(name, rel);
 
-	if (mkdirat(s->data_fd, sub, STORE_DIR_MODE) == 0) {
-		if (fchmodat(s->data_fd, sub, STORE_DIR_MODE, 0) != 0) {
-			rc = -errno;
-			log_error("store: cannot chmod %s/data/%s: %s", s->dir,
-				  sub, strerror(-rc));
-			goto out;
-		}
-	} else if (errno != EEXIST) {
-		rc = -errno;
-		log_error("store: cannot create %s/data/%s: %s", s->dir, sub,
-			  strerror(-rc));
-		goto out;
-	}
-	rc = store_openat(s, rel, &created);
+	rc = store_openat(s, sub, rel, &created);
 	if (rc < 0)
 		goto out;
 	fd = rc;
-	/* open(2) applied the umask; set the mode exactly. */
-	if (fchmod(fd, STORE_FILE_MODE) != 0 || fstat(fd, &st) != 0) {
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		log_error("store: cannot stat %s/data/%s: %s", s->dir, rel,
+			  strerror(-rc));
+		goto out;
+	}
+	/* open(2) applied the umask: set the mode exactly when it differs. */
+	if ((st.st_mode & 07777) != STORE_FILE_MODE &&
+	    fchmod(fd, STORE_FILE_MODE) != 0) {
 		rc = -errno;
 		log_error("store: cannot chmod %s/data/%s: %s", s->dir, rel,
 			  strerror(-rc));
@@ -349,6 +374,18 @@ int store_file_open(struct store *s, const char *name, uint64_t size_bytes,
 out:
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+int store_sync_all(struct store *s)
+{
+	int rc;
+
+	if (syncfs(s->data_fd) == 0)
+		return 0;
+	rc = -errno;
+	log_error("store: cannot sync the filesystem of %s: %s", s->dir,
+		  strerror(-rc));
 	return rc;
 }
 
