@@ -136,17 +136,6 @@ static void evict_pass(struct sched *s)
 			 (unsigned long long)bytes);
 }
 
-static void deadline_after(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000;
-	if (ts->tv_nsec >= 1000000000) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000;
-	}
-}
-
 void *sched_evict_main(void *arg)
 {
 	struct sched *s = arg;
@@ -160,7 +149,7 @@ void *sched_evict_main(void *arg)
 		int go;
 
 		if (!s->evict_wanted) {
-			deadline_after(&ts, EVICT_IDLE_MS);
+			sched_deadline_after(&ts, EVICT_IDLE_MS);
 			pthread_cond_timedwait(&s->evict_cond, &s->lock, &ts);
 		}
 		if (atomic_load(&s->stopping))
@@ -215,7 +204,7 @@ int sched_space_reserve_locked(struct sched *s, uint64_t bytes)
 		return -ENOSPC;
 	pass = s->evict_passes;
 	sched_evict_kick_locked(s);
-	deadline_after(&ts, EVICT_WAIT_MS);
+	sched_deadline_after(&ts, EVICT_WAIT_MS);
 	while (s->evict_passes == pass && !atomic_load(&s->stopping))
 		if (pthread_cond_timedwait(&s->space_cond, &s->lock, &ts) ==
 		    ETIMEDOUT)

@@ -53,11 +53,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "hoardfs/log.h"
 #include "hoardfs/util.h"
 #include "sched/sched_int.h"
+
+void sched_deadline_after(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
 
 static uint32_t key_hash(const char *key)
 {
@@ -353,6 +365,11 @@ static void *worker_main(void *arg)
 		uint32_t p = 0;
 		int demanded = 0, rc;
 
+		/* Backpressure: a full commit backlog must drain first. */
+		if (s->ncommits >= s->commit_max) {
+			pthread_cond_wait(&s->commit_room_cond, &s->lock);
+			continue;
+		}
 		o = job_take_locked(s, &p, &demanded, &dead);
 		if (dead) {
 			pthread_mutex_unlock(&s->lock);
@@ -397,23 +414,50 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Make one batch durable and record it.  Runs without s->lock. */
-static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
+/* Mark each record of a distinct file of the batch as the first of it
+ * in batch @epoch; returns how many distinct files there are. */
+static size_t commit_mark_files(const struct commit_rec *v, size_t n,
+				unsigned epoch)
 {
-	struct idx_extent_rec *recs = calloc(n ? n : 1, sizeof(*recs));
-	char *durable = calloc(n ? n : 1, 1);
-	unsigned char sub_state[256] = {0}; /* 0 unsynced, 1 ok, 2 failed */
-	size_t nrecs = 0;
-	unsigned epoch;
-	int rc, dir_sync;
+	size_t files = 0;
 
-	if (!recs || !durable) {
-		log_error("commit: out of memory; %zu parts stay unrecorded",
-			  n);
-		goto out;
+	for (size_t i = 0; i < n; i++) {
+		struct sched_obj *o = v[i].o;
+
+		if (o->commit_epoch == epoch)
+			continue;
+		o->commit_epoch = epoch;
+		o->commit_durable = 0;
+		files++;
 	}
-	/* The marks below are the commit thread's own: no lock needed. */
-	epoch = ++s->commit_epoch;
+	return files;
+}
+
+/* Make a batch of many files durable with one syncfs(2).  Returns 0 when
+ * every record's bytes and entries are durable. */
+static int commit_sync_all(struct sched *s, const struct commit_rec *v,
+			   size_t n, char *durable)
+{
+	if (store_sync_all(s->store) != 0)
+		return -EIO;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < n; i++) {
+		v[i].o->needs_dir_sync = 0;
+		durable[i] = 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+/* Make a batch of few files durable: one fdatasync per file, and one
+ * sync per directory of new files.  Fills @durable. */
+static void commit_sync_each(struct sched *s, const struct commit_rec *v,
+			     size_t n, char *durable)
+{
+	unsigned char sub_state[256] = {0}; /* 0 unsynced, 1 ok, 2 failed */
+	unsigned epoch = ++s->commit_epoch;
+	int dir_sync;
+
 	for (size_t i = 0; i < n; i++) {
 		struct sched_obj *o = v[i].o;
 		unsigned sub;
@@ -448,6 +492,28 @@ static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
+}
+
+/* Make one batch durable and record it with the queued touches (object
+ * ids).  Runs without s->lock; the commit marks of objects are the commit
+ * thread's own. */
+static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n,
+			 const int64_t *touches, size_t ntouches)
+{
+	struct idx_extent_rec *recs =
+		calloc(n + ntouches ? n + ntouches : 1, sizeof(*recs));
+	char *durable = calloc(n ? n : 1, 1);
+	size_t nrecs = 0;
+	int rc;
+
+	if (!recs || !durable) {
+		log_error("commit: out of memory; %zu parts stay unrecorded",
+			  n);
+		goto out;
+	}
+	if (commit_mark_files(v, n, ++s->commit_epoch) < SCHED_SYNCFS_MIN ||
+	    commit_sync_all(s, v, n, durable) != 0)
+		commit_sync_each(s, v, n, durable);
 	pthread_mutex_lock(&s->version_lock);
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
@@ -462,6 +528,10 @@ static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n)
 		};
 	}
 	pthread_mutex_unlock(&s->lock);
+	/* An empty extent only touches its object. */
+	for (size_t i = 0; i < ntouches; i++)
+		recs[nrecs++] =
+			(struct idx_extent_rec){.object_id = touches[i]};
 	rc = idx_extents_commit(s->idx, recs, nrecs, util_now_sec());
 	pthread_mutex_unlock(&s->version_lock);
 	if (rc != 0)
@@ -475,29 +545,46 @@ out:
 static void *committer_main(void *arg)
 {
 	struct sched *s = arg;
+	struct timespec ts;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		struct commit_rec *v;
 		struct sched_obj *dead = NULL;
-		size_t n;
+		int64_t *touches;
+		size_t n, ntouches;
 
-		while (s->ncommits == 0 && !atomic_load(&s->stopping))
-			pthread_cond_wait(&s->commit_cond, &s->lock);
-		if (s->ncommits == 0)
+		/* Parts go at once; touches wait to share a transaction. */
+		while (s->ncommits == 0 && !atomic_load(&s->stopping)) {
+			if (s->ntouches == 0) {
+				pthread_cond_wait(&s->commit_cond, &s->lock);
+				continue;
+			}
+			sched_deadline_after(&ts, SCHED_TOUCH_DELAY_MS);
+			if (pthread_cond_timedwait(&s->commit_cond, &s->lock,
+						   &ts) == ETIMEDOUT)
+				break;
+		}
+		if (s->ncommits == 0 && s->ntouches == 0)
 			break; /* stopping with nothing left */
 		v = s->commits;
 		n = s->ncommits;
 		s->commits = NULL;
 		s->ncommits = s->commits_cap = 0;
+		touches = s->touches;
+		ntouches = s->ntouches;
+		s->touches = NULL;
+		s->ntouches = s->touches_cap = 0;
+		pthread_cond_broadcast(&s->commit_room_cond);
 		pthread_mutex_unlock(&s->lock);
-		commit_batch(s, v, n);
+		commit_batch(s, v, n, touches, ntouches);
 		pthread_mutex_lock(&s->lock);
 		for (size_t i = 0; i < n; i++)
 			unref_into(v[i].o, &dead);
 		pthread_mutex_unlock(&s->lock);
 		destroy_chain(dead);
 		free(v);
+		free(touches);
 		pthread_mutex_lock(&s->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -514,6 +601,17 @@ static int start_thread(pthread_t *t, int *started, void *(*fn)(void *),
 	return -rc;
 }
 
+/* The commit backlog bound for this process's open-file limit. */
+static size_t commit_max(void)
+{
+	struct rlimit lim;
+	size_t max = SCHED_COMMIT_MAX;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur / 4 < max)
+		max = lim.rlim_cur / 4;
+	return max < SCHED_COMMIT_MIN ? SCHED_COMMIT_MIN : max;
+}
+
 int sched_new(const struct sched_config *cfg, const char *bucket,
 	      struct client *client, struct store *store, struct idx *idx,
 	      struct sched **out)
@@ -528,6 +626,7 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
+	s->commit_max = commit_max();
 	s->client = client;
 	s->store = store;
 	s->idx = idx;
@@ -537,6 +636,7 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	pthread_mutex_init(&s->version_lock, NULL);
 	pthread_cond_init(&s->work_cond, NULL);
 	pthread_cond_init(&s->commit_cond, NULL);
+	pthread_cond_init(&s->commit_room_cond, NULL);
 	pthread_cond_init(&s->evict_cond, NULL);
 	pthread_cond_init(&s->space_cond, NULL);
 	pthread_cond_init(&s->verify_cond, NULL);
@@ -582,6 +682,7 @@ void sched_free(struct sched *s)
 	atomic_store(&s->stopping, 1);
 	pthread_cond_broadcast(&s->work_cond);
 	pthread_cond_broadcast(&s->commit_cond);
+	pthread_cond_broadcast(&s->commit_room_cond);
 	pthread_cond_broadcast(&s->evict_cond);
 	pthread_cond_broadcast(&s->space_cond);
 	pthread_cond_broadcast(&s->verify_cond);
@@ -621,10 +722,12 @@ void sched_free(struct sched *s)
 	pthread_cond_destroy(&s->space_cond);
 	pthread_cond_destroy(&s->evict_cond);
 	pthread_cond_destroy(&s->commit_cond);
+	pthread_cond_destroy(&s->commit_room_cond);
 	pthread_cond_destroy(&s->work_cond);
 	pthread_mutex_destroy(&s->version_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s->commits);
+	free(s->touches);
 	free(s->workers);
 	free(s->bucket);
 	free(s);
@@ -682,23 +785,77 @@ static void cached_bytes_sub(struct sched *s, uint64_t bytes)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Bytes the index holds for an older version of @key (for accounting),
+/* Bytes the index holds for the older version in @row (for accounting),
  * found before recording the new one drops them. */
-static uint64_t old_version_bytes(struct sched *s, const char *key,
-				  const char *etag, uint64_t size_bytes)
+static uint64_t old_version_bytes(struct sched *s, const struct idx_object *row)
 {
 	struct extent_set set;
-	struct idx_object row;
 	uint64_t bytes = 0;
 
-	if (idx_object_lookup(s->idx, s->bucket, key, &row) != 0 ||
-	    (strcmp(row.etag, etag) == 0 && row.size == size_bytes))
-		return 0;
 	extent_set_init(&set);
-	if (idx_extents_load(s->idx, row.id, &set) == 0)
+	if (idx_extents_load(s->idx, row->id, &set) == 0)
 		bytes = extent_set_bytes(&set);
 	extent_set_clear(&set);
 	return bytes;
+}
+
+/* Record that object @id was used, in the committer's next transaction:
+ * an open of a cached version then writes nothing to the index itself.
+ * A touch lost to a full queue or to memory only ages the object in the
+ * LRU order. */
+static void touch_push(struct sched *s, int64_t id)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->ntouches == s->touches_cap && s->touches_cap < SCHED_TOUCH_MAX) {
+		size_t cap = s->touches_cap ? 2 * s->touches_cap : 256;
+		int64_t *v = realloc(s->touches, cap * sizeof(*v));
+
+		if (v) {
+			s->touches = v;
+			s->touches_cap = cap;
+		}
+	}
+	if (s->ntouches < s->touches_cap)
+		s->touches[s->ntouches++] = id;
+	/* The first touch starts the committer's clock. */
+	if (s->ntouches == 1)
+		pthread_cond_signal(&s->commit_cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Record the version (version_lock held): an unchanged version, the warm
+ * case, only queues a touch; a new one is written at once, dropping the
+ * bytes of the one it replaces.  Fills *@row.
+ */
+static int obj_record_version(struct sched *s, struct sched_obj *o,
+			      int64_t mtime_sec, struct idx_object *row)
+{
+	char old_etag[IDX_ETAG_MAX], old_name[STORE_NAME_LEN + 1];
+	int rc = idx_object_lookup(s->idx, s->bucket, o->key, row);
+
+	if (rc != 0 && rc != -ENOENT)
+		return rc;
+	if (rc == 0 && strcmp(row->etag, o->etag) == 0 &&
+	    row->size == o->size && row->mtime_sec == mtime_sec) {
+		touch_push(s, row->id);
+		return 0;
+	}
+	if (rc == 0 &&
+	    (strcmp(row->etag, o->etag) != 0 || row->size != o->size))
+		cached_bytes_sub(s, old_version_bytes(s, row));
+	rc = idx_object_set_version(s->idx, s->bucket, o->key, o->etag, o->size,
+				    mtime_sec, row, old_etag);
+	if (rc != 0)
+		return rc;
+	if (old_etag[0] && strcmp(old_etag, o->etag) != 0) {
+		log_info("s3://%s/%s changed (ETag %s -> %s): dropping its "
+			 "cached bytes",
+			 s->bucket, o->key, old_etag, o->etag);
+		if (store_name(s->bucket, o->key, old_etag, old_name) == 0)
+			(void)store_file_remove(s->store, old_name);
+	}
+	return 0;
 }
 
 /*
@@ -708,24 +865,14 @@ static uint64_t old_version_bytes(struct sched *s, const char *key,
  */
 static int obj_attach(struct sched *s, struct sched_obj *o, int64_t mtime_sec)
 {
-	char old_etag[IDX_ETAG_MAX], old_name[STORE_NAME_LEN + 1];
 	struct extent_set set;
 	struct idx_object row;
 	int reset = 0, rc;
 
-	cached_bytes_sub(s, old_version_bytes(s, o->key, o->etag, o->size));
-	rc = idx_object_set_version(s->idx, s->bucket, o->key, o->etag, o->size,
-				    mtime_sec, &row, old_etag);
+	rc = obj_record_version(s, o, mtime_sec, &row);
 	if (rc != 0)
 		return rc;
 	o->idx_id = row.id;
-	if (old_etag[0] && strcmp(old_etag, o->etag) != 0) {
-		log_info("s3://%s/%s changed (ETag %s -> %s): dropping its "
-			 "cached bytes",
-			 s->bucket, o->key, old_etag, o->etag);
-		if (store_name(s->bucket, o->key, old_etag, old_name) == 0)
-			(void)store_file_remove(s->store, old_name);
-	}
 	o->fd = store_file_open(s->store, o->name, o->size, &reset);
 	if (o->fd < 0)
 		return o->fd;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "hoardfs/sched.h"
 
@@ -32,6 +33,22 @@ enum part_state {
 /* Buckets of the object table: live objects are the open or in-flight
  * ones, a few thousand at most; chains stay short. */
 #define SCHED_TABLE_SIZE 4096
+
+/* Commit records (finished parts) waiting for the committer at most:
+ * each may keep a closed object's data file open, so the backlog bounds
+ * descriptors and unrecorded bytes; fetch workers wait when it is full.
+ * Also at most a quarter of the open-file limit, and at least
+ * SCHED_COMMIT_MIN. */
+#define SCHED_COMMIT_MAX 1024
+#define SCHED_COMMIT_MIN 16
+
+/* A batch of at least this many data files is made durable with one
+ * syncfs(2) of the cache filesystem rather than an fdatasync(2) each. */
+#define SCHED_SYNCFS_MIN 16
+
+/* Touches queued at most; how long the committer lets them wait. */
+#define SCHED_TOUCH_MAX	     65536
+#define SCHED_TOUCH_DELAY_MS 1000
 
 /*
  * One object version being cached.  Fields marked "lock" need s->lock.
@@ -106,8 +123,13 @@ struct sched {
 	struct demand *demand_head, *demand_tail;      /* lock: FIFO */
 	struct sched_obj *pending_head, *pending_tail; /* lock: FIFO */
 	struct sched_obj *verify_head, *verify_tail;   /* lock: FIFO */
-	struct commit_rec *commits;   /* lock: array of ncommits */
-	size_t ncommits, commits_cap; /* lock */
+	struct commit_rec *commits;	 /* lock: array of ncommits */
+	size_t ncommits, commits_cap;	 /* lock */
+	pthread_cond_t commit_room_cond; /* lock: the committer took a batch */
+	size_t commit_max;	      /* backlog bound, see SCHED_COMMIT_MAX */
+	int64_t *touches;	      /* lock: ids of objects opened since the
+				       * last commit, to touch in the index */
+	size_t ntouches, touches_cap; /* lock */
 	unsigned commit_epoch;	      /* commit thread only: batches so far */
 	uint64_t cached_bytes;	      /* lock: bytes of every present part, on
 				       * disk, recorded in the index or not */
@@ -124,6 +146,8 @@ struct sched {
 };
 
 /* Shared helpers of sched.c. */
+/* *@ts = now + @ms on CLOCK_REALTIME, the clock of pthread_cond_timedwait. */
+void sched_deadline_after(struct timespec *ts, long ms);
 uint64_t sched_part_off(const struct sched_obj *o, uint32_t p);
 uint64_t sched_part_bytes(const struct sched_obj *o, uint32_t p);
 /* Put part @p of @o on the demand queue (s->lock held); -ENOMEM. */

@@ -74,8 +74,7 @@ int sched_obj_wait_complete(struct sched_obj *o)
 			rc = -ECANCELED;
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += SCHED_WARM_RECHECK_MS / 1000;
+		sched_deadline_after(&ts, SCHED_WARM_RECHECK_MS);
 		pthread_cond_timedwait(&o->cond, &s->lock, &ts);
 	}
 	pthread_mutex_unlock(&s->lock);

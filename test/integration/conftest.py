@@ -12,6 +12,7 @@ import hashlib
 import os
 import pathlib
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -67,7 +68,7 @@ class Mount:
 
     def __init__(self, s3, tmp_path, bucket, prefix="", cache_dir=None,
                  args=(), env=None, name="mnt", path_style=True,
-                 endpoint=None, base=None):
+                 endpoint=None, base=None, nofile=None):
         # base: another directory for the mountpoint, log and cache (one
         # that other users can reach, say), instead of the test's tmp_path
         tmp_path = pathlib.Path(base) if base else tmp_path
@@ -81,6 +82,7 @@ class Mount:
             else "s3://%s" % bucket
         self.args = list(args)
         self.env = env
+        self.nofile = nofile  # open-file limit (soft and hard) to run under
         self.proc = None
         os.makedirs(self.path, exist_ok=True)
 
@@ -96,9 +98,15 @@ class Mount:
             "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
         })
         self.log = open(self.log_path, "ab")
+        limit = None
+        if self.nofile:
+            def limit():
+                resource.setrlimit(resource.RLIMIT_NOFILE,
+                                   (self.nofile, self.nofile))
         self.proc = subprocess.Popen(self.command(), env=env,
                                      stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=self.log)
+                                     stdout=self.log, stderr=self.log,
+                                     preexec_fn=limit)
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while not is_mounted(self.path):
             if self.proc.poll() is not None:

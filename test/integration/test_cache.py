@@ -348,17 +348,20 @@ def test_janitor_removes_orphaned_data_files(s3, bucket, mount_factory,
     assert set(kept) - {str(orphan)} <= set(data_files(str(cache)))
 
 
-def test_small_file_epoch_is_all_recorded(s3, bucket, mount_factory):
+@pytest.mark.parametrize("nofile", [None, 256])
+def test_small_file_epoch_is_all_recorded(s3, bucket, mount_factory, nofile):
     # Thousands of objects finish faster than they can be committed; each
     # must still be recorded (the bench once lost half to EMFILE), so the
-    # next epoch sends no GET.
+    # next epoch sends no GET.  Under a small open-file limit the bounded
+    # commit backlog keeps descriptors for the files being read.
     root = os.path.join(s3.root, bucket)
     names = ["c%02d/%04d.bin" % (i % 30, i) for i in range(3000)]
     for n in names:
         os.makedirs(os.path.join(root, os.path.dirname(n)), exist_ok=True)
         with open(os.path.join(root, n), "wb") as f:
             f.write(rnd(700, n))
-    with mount_factory(bucket, args=["--metadata-ttl", "600"]) as m:
+    with mount_factory(bucket, args=["--metadata-ttl", "600"],
+                       nofile=nofile) as m:
         def epoch():
             def one(chunk):
                 for n in chunk:
@@ -394,3 +397,36 @@ def test_parts_of_one_object_go_out_in_parallel(s3, bucket, mount_factory):
             s3.faults({})
     print("32 MiB at 8 MiB/s per connection: %.2f s" % wall)
     assert wall < 2.0  # one connection at a time would take 4 s
+
+
+def test_cached_open_touches_the_lru_order(s3, bucket, mount_factory,
+                                           tmp_path):
+    # An open of a cached version writes nothing itself; its access time
+    # reaches the index with the committer's next transaction, so the
+    # eviction order still follows use.
+    cache = tmp_path / "cache"
+    s3.put(bucket, "a", rnd(1000, "a"))
+    s3.put(bucket, "b", rnd(1000, "b"))
+
+    def atimes():
+        db = sqlite3.connect(str(cache / "index.db"))
+        try:
+            return {bytes(k).decode(): t for k, t in
+                    db.execute("SELECT key, atime FROM objects")}
+        finally:
+            db.close()
+
+    with mount_factory(bucket, cache_dir=cache) as m:
+        read_all(os.path.join(m.path, "a"))
+        read_all(os.path.join(m.path, "b"))
+        time.sleep(1.5)
+        before = atimes()
+        time.sleep(1.1)  # atime is in whole seconds
+        t0 = int(time.time())
+        assert read_all(os.path.join(m.path, "a")) == rnd(1000, "a")
+        deadline = time.monotonic() + 5
+        while atimes()["a"] < t0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        after = atimes()
+    assert after["a"] >= t0 > before["a"], (before, after)
+    assert after["b"] == before["b"], (before, after)
