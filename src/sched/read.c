@@ -37,8 +37,18 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 		int missing = 0;
 
 		for (uint32_t p = first; p <= last && rc == 0; p++) {
+			uint64_t need = (end < sched_part_end(o, p)
+						 ? end
+						 : sched_part_end(o, p)) -
+					sched_part_off(o, p);
+
 			switch (o->part[p]) {
 			case PART_PRESENT:
+				break;
+			case PART_FETCHING:
+				/* Written up to the range already. */
+				if (o->part_fill[p] < need)
+					missing = 1;
 				break;
 			case PART_FAILED:
 				/* The error stands for a moment, so the
@@ -55,7 +65,7 @@ int sched_obj_wait(struct sched_obj *o, uint64_t off, uint64_t len)
 				rc = sched_demand_push_locked(s, o, p);
 				missing = 1;
 				break;
-			default: /* DEMANDED or FETCHING */
+			default: /* DEMANDED */
 				missing = 1;
 				break;
 			}

@@ -31,14 +31,20 @@
  *
  * Durability.  A part is readable as soon as its bytes are written (they
  * are in the page cache, and reads go through the same file), but it is
- * recorded in the index only after fdatasync(): the commit thread takes
+ * recorded in the index only after it is durable: the commit thread takes
  * every finished part at once, syncs each file once (and the directory of
- * a new file), and commits them in one transaction (group commit).  After
- * a crash the index may miss parts that were on disk, never the reverse.
- * Dropping an object's parts bumps its generation, so commit records made
- * before the drop are not recorded after it.
+ * a new file) or, for a batch of SCHED_SYNCFS_MIN files or more, the
+ * whole cache filesystem with one syncfs(), and commits them in one
+ * transaction (group commit).  After a crash the index may miss parts
+ * that were on disk, never the reverse.  Dropping an object's parts bumps
+ * its generation, so commit records made before the drop are not recorded
+ * after it.  The same transaction records the access times of objects
+ * opened since the last one (touches), so opening a cached object writes
+ * nothing to the index itself.
  *
- * Backpressure.  A worker reserves a part's bytes against the cache limit
+ * Backpressure.  Workers wait while the commit backlog is full
+ * (SCHED_COMMIT_MAX), so finished objects cannot pile up open data files.
+ * A worker reserves a part's bytes against the cache limit
  * before fetching it (evict.c).  When eviction cannot make room, a
  * read-ahead part is skipped and a demanded part fails with -ENOSPC, which
  * sends the reader to sched_obj_read_direct(): a full cache slows reads,
@@ -126,6 +132,7 @@ void sched_obj_destroy(struct sched_obj *o)
 	pthread_cond_destroy(&o->cond);
 	free(o->part);
 	free(o->part_err);
+	free(o->part_fill);
 	free(o->key);
 	free(o);
 }
@@ -271,8 +278,24 @@ static struct sched_obj *job_take_locked(struct sched *s, uint32_t *part,
 /* Context of one ranged GET streaming into a data file. */
 struct fetch_sink {
 	struct sched_obj *o;
-	uint64_t bytes; /* written so far */
+	uint32_t part;
+	uint64_t part_off;  /* object offset of the part */
+	uint64_t fill;	    /* bytes of the part written from its start */
+	uint64_t published; /* fill as readers last saw it */
+	uint64_t bytes;	    /* written so far, all attempts */
 };
+
+/* Tell readers waiting inside the part how far it is written. */
+static void fetch_publish(struct fetch_sink *sink)
+{
+	struct sched_obj *o = sink->o;
+
+	pthread_mutex_lock(&o->s->lock);
+	o->part_fill[sink->part] = sink->fill;
+	pthread_cond_broadcast(&o->cond);
+	pthread_mutex_unlock(&o->s->lock);
+	sink->published = sink->fill;
+}
 
 static int fetch_body(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -282,15 +305,23 @@ static int fetch_body(void *arg, uint64_t off, const void *buf, size_t len)
 	if (atomic_load(&sink->o->s->stopping))
 		return -ECANCELED;
 	rc = store_pwrite_all(sink->o->fd, buf, len, off);
-	if (rc == 0)
-		sink->bytes += len;
-	return rc;
+	if (rc != 0)
+		return rc;
+	sink->bytes += len;
+	/* A retry may start again below the fill: those bytes are the same
+	 * version's (If-Match), so the fill only grows. */
+	if (off <= sink->part_off + sink->fill &&
+	    off + len > sink->part_off + sink->fill)
+		sink->fill = off + len - sink->part_off;
+	if (sink->fill - sink->published >= SCHED_FILL_STEP)
+		fetch_publish(sink);
+	return 0;
 }
 
 static int fetch_part(struct sched_obj *o, uint32_t p, uint64_t *bytes)
 {
-	struct fetch_sink sink = {.o = o, .bytes = 0};
 	uint64_t off = sched_part_off(o, p);
+	struct fetch_sink sink = {.o = o, .part = p, .part_off = off};
 	int rc;
 
 	rc = client_get(o->s->client, o->key, off, sched_part_bytes(o, p),
@@ -386,6 +417,7 @@ static void *worker_main(void *arg)
 		 * --parallel at a time rather than one by one. */
 		if (s->demand_head || s->pending_head)
 			pthread_cond_signal(&s->work_cond);
+		o->part_fill[p] = 0;
 		need = sched_part_bytes(o, p);
 		rc = sched_space_reserve_locked(s, need);
 		if (rc != 0 && !demanded) {
@@ -567,6 +599,17 @@ static void *committer_main(void *arg)
 		}
 		if (s->ncommits == 0 && s->ntouches == 0)
 			break; /* stopping with nothing left */
+		/* A few parts: wait a moment for enough files to make one
+		 * syncfs cheaper than a sync each (a journal commit each). */
+		if (s->ncommits < SCHED_SYNCFS_MIN &&
+		    !atomic_load(&s->stopping)) {
+			sched_deadline_after(&ts, SCHED_COMMIT_GATHER_MS);
+			while (s->ncommits < SCHED_SYNCFS_MIN &&
+			       !atomic_load(&s->stopping) &&
+			       pthread_cond_timedwait(&s->commit_cond, &s->lock,
+						      &ts) != ETIMEDOUT)
+				;
+		}
 		v = s->commits;
 		n = s->ncommits;
 		s->commits = NULL;
@@ -752,8 +795,9 @@ static int obj_new(struct sched *s, const char *key, const char *etag,
 	o->nparts = (uint32_t)nparts;
 	o->part = calloc(nparts ? nparts : 1, sizeof(*o->part));
 	o->part_err = calloc(nparts ? nparts : 1, sizeof(*o->part_err));
+	o->part_fill = calloc(nparts ? nparts : 1, sizeof(*o->part_fill));
 	pthread_cond_init(&o->cond, NULL);
-	if (!o->key || !o->part || !o->part_err ||
+	if (!o->key || !o->part || !o->part_err || !o->part_fill ||
 	    store_name(s->bucket, key, etag, o->name) != 0) {
 		sched_obj_destroy(o);
 		return -ENOMEM;

@@ -46,6 +46,15 @@ enum part_state {
  * syncfs(2) of the cache filesystem rather than an fdatasync(2) each. */
 #define SCHED_SYNCFS_MIN 16
 
+/* How long the committer waits for a batch to grow to SCHED_SYNCFS_MIN:
+ * the window in which finished parts are readable but not yet recorded
+ * grows by this much. */
+#define SCHED_COMMIT_GATHER_MS 20
+
+/* A part being fetched tells waiting readers of its progress every
+ * this many bytes.  Bytes: a few kernel reads (128 KiB each). */
+#define SCHED_FILL_STEP (256 << 10)
+
 /* Touches queued at most; how long the committer lets them wait. */
 #define SCHED_TOUCH_MAX	     65536
 #define SCHED_TOUCH_DELAY_MS 1000
@@ -62,23 +71,27 @@ struct sched_obj {
 	char name[STORE_NAME_LEN + 1]; /* data file name */
 	uint64_t size;		       /* bytes */
 	int64_t idx_id;		       /* row in the index */
-	int fd;		  /* data file, open while refs > 0; -1 in bypass */
-	int bypass;	  /* the cache cannot hold it: reads go to the store */
-	uint32_t nparts;  /* ceil(size / part_size) */
-	uint8_t *part;	  /* lock: enum part_state per part */
-	int *part_err;	  /* lock: -errno of each failed part */
-	int64_t fail_ms;  /* lock: util_mono_ms() of the last failed part */
-	uint32_t present; /* lock: parts in PART_PRESENT */
-	uint32_t fetched; /* lock: parts fetched by this instance */
-	atomic_int complete;   /* every part present: reads take no lock */
-	uint32_t cursor;       /* lock: next part to read ahead */
-	unsigned refs;	       /* lock: references */
-	unsigned users;	       /* lock: references from sched_obj_open() not
-				* yet put (open files, warms); refs >= users */
-	unsigned generation;   /* lock: bumped when its extents are dropped, so
-				* older commit records are not recorded */
-	int stale;	       /* lock: replaced by a newer version */
-	int needs_dir_sync;    /* lock: data file created, entry not durable */
+	int fd;		 /* data file, open while refs > 0; -1 in bypass */
+	int bypass;	 /* the cache cannot hold it: reads go to the store */
+	uint32_t nparts; /* ceil(size / part_size) */
+	uint8_t *part;	 /* lock: enum part_state per part */
+	int *part_err;	 /* lock: -errno of each failed part */
+	uint64_t *part_fill; /* lock: bytes of each FETCHING part written
+			      * from its start, published every
+			      * SCHED_FILL_STEP bytes: readers need not wait
+			      * for the whole part */
+	int64_t fail_ms;     /* lock: util_mono_ms() of the last failed part */
+	uint32_t present;    /* lock: parts in PART_PRESENT */
+	uint32_t fetched;    /* lock: parts fetched by this instance */
+	atomic_int complete; /* every part present: reads take no lock */
+	uint32_t cursor;     /* lock: next part to read ahead */
+	unsigned refs;	     /* lock: references */
+	unsigned users;	     /* lock: references from sched_obj_open() not
+			      * yet put (open files, warms); refs >= users */
+	unsigned generation; /* lock: bumped when its extents are dropped, so
+			      * older commit records are not recorded */
+	int stale;	     /* lock: replaced by a newer version */
+	int needs_dir_sync;  /* lock: data file created, entry not durable */
 	unsigned commit_epoch; /* commit thread only: last batch it was in */
 	char commit_durable;   /* commit thread only: synced in that batch */
 	int verified;	/* lock: MD5 checked (or queued) since the last fill */

@@ -399,6 +399,30 @@ def test_parts_of_one_object_go_out_in_parallel(s3, bucket, mount_factory):
     assert wall < 2.0  # one connection at a time would take 4 s
 
 
+def test_reads_wait_only_for_their_bytes_of_a_part(s3, bucket,
+                                                  mount_factory):
+    # A reader needs the bytes under its range, not the whole part: the
+    # first bytes of an 8 MiB part at 2 MiB/s come long before its end.
+    data = rnd(8 * MiB, 8)
+    s3.put(bucket, "slow", data)
+    with mount_factory(bucket, args=["--part-size", "8MiB"]) as m:
+        s3.faults({"bandwidth_bps": 2 * MiB})
+        try:
+            t0 = time.monotonic()
+            with open(os.path.join(m.path, "slow"), "rb") as f:
+                head = f.read(64 * 1024)
+                first = time.monotonic() - t0
+                rest = f.read()
+            wall = time.monotonic() - t0
+        finally:
+            s3.faults({})
+    assert head + rest == data
+    print("first 64 KiB after %.2f s, all 8 MiB after %.2f s"
+          % (first, wall))
+    assert wall > 3.0  # the cap held: the part takes 4 s
+    assert first < 1.5, first
+
+
 def test_cached_open_touches_the_lru_order(s3, bucket, mount_factory,
                                            tmp_path):
     # An open of a cached version writes nothing itself; its access time
