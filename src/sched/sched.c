@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The fetch scheduler: parts of open objects become ranged GETs whose
- * bodies stream into the cache data files; readers wait only for the parts
+ * bodies stream into the cache data files; readers wait only for the bytes
  * under their range.
  *
  * DESIGN
@@ -27,7 +27,9 @@
  * reader is blocked on, the pending list holds objects with parts left to
  * read ahead.  Workers always drain the demand queue first.  Within an
  * object, read-ahead walks parts from a cursor that jumps to just after
- * the last demanded part, so it follows the reader.
+ * the last demanded part, so it follows the reader.  A part being fetched
+ * publishes how far it is written (part_fill, every SCHED_FILL_STEP
+ * bytes), and a reader whose range is below that mark goes on at once.
  *
  * Durability.  A part is readable as soon as its bytes are written (they
  * are in the page cache, and reads go through the same file), but it is
