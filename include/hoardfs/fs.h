@@ -64,6 +64,17 @@ typedef int (*fs_status_fn)(void *arg, char **out, size_t *len);
  * starts (without one, the status attribute answers ENODATA). */
 void fs_set_status_fn(struct fs *fs, fs_status_fn fn, void *arg);
 
+/*
+ * Work that must follow the kernel's handling of the FUSE INIT reply,
+ * which sets the mount's read-ahead from it: called once, from a FUSE
+ * thread, at the first LOOKUP or GETATTR (every use of the mount starts
+ * with one).  It must not touch the mount itself.
+ */
+typedef void (*fs_after_init_fn)(void *arg);
+
+/* fs_set_after_init - set that work before the session loop starts. */
+void fs_set_after_init(struct fs *fs, fs_after_init_fn fn, void *arg);
+
 /* fs_free - free @fs and every inode (NULL is a no-op); call after the
  * session loop ended. */
 void fs_free(struct fs *fs);

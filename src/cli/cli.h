@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "hoardfs/client.h"
@@ -26,6 +27,11 @@
 #define CLI_DEFAULT_PARALLEL	 16 /* GETs in flight */
 #define CLI_DEFAULT_METADATA_TTL 60 /* seconds, as mountpoint-s3 --cache */
 #define CLI_MAX_PARALLEL	 256
+/* KiB of kernel read-ahead: two READ requests of FS_MAX_READ_BYTES ahead
+ * (warm 256 MiB read 1.8-2.1 GB/s at the kernel's 128, 2.9-3.0 GB/s at
+ * 1024 on the bench machine, docs/BENCHMARKS.md). */
+#define CLI_DEFAULT_READ_AHEAD_KIB 1024
+#define CLI_MAX_READ_AHEAD_KIB	   (64 << 10)
 
 #define CLI_DEFAULT_MIN_FREE_PCT 5 /* as mountpoint-s3 keeps free */
 
@@ -65,6 +71,7 @@ struct cli_options {
 	int64_t metadata_ttl_sec; /* -1 forever */
 	int64_t negative_ttl_sec; /* -1 forever, -2 unset: the metadata TTL */
 	unsigned prefetch_dir;	  /* --prefetch-dir N */
+	unsigned read_ahead_kib;  /* --max-read-ahead-kb; 0: kernel default */
 	uid_t uid;
 	gid_t gid;
 	mode_t file_mode; /* permission bits */
@@ -89,6 +96,31 @@ int cli_parse(int argc, char **argv, struct cli_options *o, char *err,
  * cli_size_resolve - @sz in bytes for a filesystem of @fs_bytes.
  */
 uint64_t cli_size_resolve(const struct cli_size *sz, uint64_t fs_bytes);
+
+/*
+ * cli_mount_bdi - the backing device "MAJOR:MINOR" of the mount at
+ * @mountpoint (a canonical absolute path) in @mountinfo, read to its end
+ * in /proc/PID/mountinfo format (proc(5): field 3 the device, field 5 the
+ * mount point with octal escapes); the last match wins, as the newest
+ * mount hides older ones on the same path.  Writes it into @out (@outlen
+ * bytes).  Returns 0, -ENOENT when no line names @mountpoint, or
+ * -ENAMETOOLONG when @out is too small.
+ */
+int cli_mount_bdi(FILE *mountinfo, const char *mountpoint, char *out,
+		  size_t outlen) __attribute__((warn_unused_result));
+
+/*
+ * cli_set_read_ahead - set the kernel read-ahead of the mount at
+ * @mountpoint (canonical absolute path) to @kib KiB
+ * (/sys/class/bdi/MAJOR:MINOR/read_ahead_kb).  Sends no FUSE request, so
+ * it may run on the mount's own FUSE threads; it must run after the
+ * kernel applied the INIT reply, which resets the value.  Returns
+ * 0, or -errno: -ENOENT when the mount is not in /proc/self/mountinfo,
+ * -EACCES or -EROFS when sysfs refuses (not root, read-only /sys in a
+ * container).  Blocks briefly on procfs and sysfs.
+ */
+int cli_set_read_ahead(const char *mountpoint, unsigned kib)
+	__attribute__((warn_unused_result));
 
 /* cli_options_free - free what @o owns and reset it. */
 void cli_options_free(struct cli_options *o);

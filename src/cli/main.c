@@ -55,6 +55,7 @@ struct daemon {
 	char *db_path;		    /* <cache_dir>/index.db */
 	uint64_t cache_limit_bytes; /* --cache-size, resolved */
 	uint64_t min_free_bytes;    /* --cache-min-free, resolved */
+	char *mountpoint_real;	    /* the mountpoint, canonical */
 };
 
 /* --ephemeral: the cache's life is the mount's.  Runs after the index is
@@ -111,6 +112,7 @@ static void teardown(struct daemon *d)
 	if (d->opt.ephemeral && d->store && d->db_path && d->mounted_once)
 		wipe_cache(d);
 	free(d->db_path);
+	free(d->mountpoint_real);
 	store_free(d->store);
 	client_free(d->client);
 	client_global_cleanup();
@@ -363,11 +365,25 @@ static int check_mountpoint(struct daemon *d)
 			d->opt.cache_dir, d->opt.mountpoint);
 		goto out;
 	}
+	d->mountpoint_real = mnt;
+	mnt = NULL;
 	rc = 0;
 out:
 	free(cache);
 	free(mnt);
 	return rc;
+}
+
+/* --max-read-ahead-kb, once the kernel has applied INIT (which sets the
+ * mount's read-ahead from libfuse's reply). */
+static void tune_read_ahead(void *arg)
+{
+	const struct daemon *d = arg;
+	int rc = cli_set_read_ahead(d->mountpoint_real, d->opt.read_ahead_kib);
+
+	if (rc != 0)
+		log_info("kernel read-ahead of %s left at its default: %s",
+			 d->opt.mountpoint, strerror(-rc));
 }
 
 static int setup_session(struct daemon *d)
@@ -418,6 +434,8 @@ static int setup_session(struct daemon *d)
 		return CLI_EXIT_RUNTIME;
 	}
 	d->mounted = d->mounted_once = 1;
+	if (d->opt.read_ahead_kib)
+		fs_set_after_init(d->fs, tune_read_ahead, d);
 	return 0;
 }
 

@@ -65,6 +65,8 @@ static const char usage_text[] =
 	"  --prefetch-dir N      after a file is opened, fetch the next N "
 	"files\n"
 	"                        of its directory (default 0, at most 256)\n"
+	"  --max-read-ahead-kb N kernel read-ahead of the mount in KiB\n"
+	"                        (default 1024; 0 keeps the kernel's)\n"
 	"\n"
 	"Files:\n"
 	"  --uid N, --gid N      owner of every file (default: the mounting "
@@ -131,6 +133,7 @@ enum opt_id {
 	OPT_METADATA_TTL,
 	OPT_NEGATIVE_TTL,
 	OPT_PREFETCH_DIR,
+	OPT_READ_AHEAD,
 	OPT_UID,
 	OPT_GID,
 	OPT_UMASK,
@@ -171,6 +174,7 @@ static const struct opt_def opt_defs[] = {
 	{"metadata-ttl", 0, 1, OPT_METADATA_TTL},
 	{"negative-ttl", 0, 1, OPT_NEGATIVE_TTL},
 	{"prefetch-dir", 0, 1, OPT_PREFETCH_DIR},
+	{"max-read-ahead-kb", 0, 1, OPT_READ_AHEAD},
 	{"uid", 0, 1, OPT_UID},
 	{"gid", 0, 1, OPT_GID},
 	{"umask", 0, 1, OPT_UMASK},
@@ -368,6 +372,14 @@ static int apply(struct cli_options *o, const struct opt_def *d,
 				    "%s: '%s' is not a number from 0 to 256",
 				    shown, value);
 		o->prefetch_dir = (unsigned)v;
+		return 0;
+	case OPT_READ_AHEAD:
+		if (parse_uint(value, 10, CLI_MAX_READ_AHEAD_KIB, &v) != 0)
+			return fail(err, errlen,
+				    "%s: '%s' is not a number of KiB from 0 to "
+				    "%u",
+				    shown, value, CLI_MAX_READ_AHEAD_KIB);
+		o->read_ahead_kib = (unsigned)v;
 		return 0;
 	case OPT_METADATA_TTL:
 		if (util_parse_seconds(value, &o->metadata_ttl_sec) != 0)
@@ -610,6 +622,7 @@ static void reset(struct cli_options *o)
 	o->part_size = CLI_DEFAULT_PART_SIZE;
 	o->cache_min_free.pct = CLI_DEFAULT_MIN_FREE_PCT;
 	o->parallel = CLI_DEFAULT_PARALLEL;
+	o->read_ahead_kib = CLI_DEFAULT_READ_AHEAD_KIB;
 	o->metadata_ttl_sec = CLI_DEFAULT_METADATA_TTL;
 	o->negative_ttl_sec = -2;
 	o->uid = getuid();

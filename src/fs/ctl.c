@@ -317,3 +317,10 @@ void fs_set_status_fn(struct fs *fs, fs_status_fn fn, void *arg)
 	fs->status_fn = fn;
 	fs->status_arg = arg;
 }
+
+void fs_set_after_init(struct fs *fs, fs_after_init_fn fn, void *arg)
+{
+	fs->after_init = fn;
+	fs->after_init_arg = arg;
+	atomic_store(&fs->after_init_due, fn != NULL);
+}

@@ -7,6 +7,7 @@
 #define HOARDFS_FS_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "hoardfs/fs.h"
@@ -77,13 +78,16 @@ struct fs {
 	struct idx *idx;       /* borrowed: listings survive a remount there */
 	struct sched *sched;   /* borrowed, set before the loop */
 	pthread_mutex_t lock;  /* the table, inode fields, listings */
-	pthread_cond_t list_cond; /* lock: some listing_busy was cleared */
-	struct fs_inode *root;	  /* FUSE_ROOT_ID */
-	struct fs_inode **table;  /* FS_TABLE_SIZE chains by key */
-	int64_t start_sec;	  /* mount time: the mtime of directories */
-	fs_status_fn status_fn;	  /* user.hoardfs.status provider, or NULL;
-				   * set before the loop */
-	void *status_arg;	  /* its argument */
+	pthread_cond_t list_cond;    /* lock: some listing_busy was cleared */
+	struct fs_inode *root;	     /* FUSE_ROOT_ID */
+	struct fs_inode **table;     /* FS_TABLE_SIZE chains by key */
+	int64_t start_sec;	     /* mount time: the mtime of directories */
+	fs_status_fn status_fn;	     /* user.hoardfs.status provider, or NULL;
+				      * set before the loop */
+	void *status_arg;	     /* its argument */
+	fs_after_init_fn after_init; /* see fs_set_after_init(), or NULL */
+	void *after_init_arg;	     /* its argument */
+	atomic_int after_init_due;   /* set until after_init has run */
 };
 
 /* The inode behind @ino (no reference taken: the kernel holds one). */

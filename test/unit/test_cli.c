@@ -82,6 +82,7 @@ static void test_defaults(void **state)
 	assert_int_equal(o.dir_mode, 0555);
 	assert_null(o.region);
 	assert_false(o.path_style);
+	assert_int_equal(o.read_ahead_kib, CLI_DEFAULT_READ_AHEAD_KIB);
 	cli_options_free(&o);
 }
 
@@ -106,6 +107,9 @@ static void test_bad_options_are_named(void **state)
 	char *g[] = {"hoardfs", "-x", "s3://bkt", "/m"};
 	char *h[] = {"hoardfs", "--path-style=yes", "s3://bkt", "/m"};
 	char *i[] = {"hoardfs", "--endpoint", "http://h", "a", "b", "c"};
+	char *j[] = {"hoardfs", "--max-read-ahead-kb", "1M", "s3://bkt", "/m"};
+	char *k[] = {"hoardfs", "-o", "max_read_ahead_kb=70000", "s3://bkt",
+		     "/m"};
 
 	(void)state;
 	expect_usage_error(a, ARGC(a), "--nope");
@@ -117,6 +121,8 @@ static void test_bad_options_are_named(void **state)
 	expect_usage_error(g, ARGC(g), "-x");
 	expect_usage_error(h, ARGC(h), "--path-style");
 	expect_usage_error(i, ARGC(i), "'c'");
+	expect_usage_error(j, ARGC(j), "--max-read-ahead-kb");
+	expect_usage_error(k, ARGC(k), "max_read_ahead_kb");
 }
 
 static void test_environment_fallbacks(void **state)
@@ -369,6 +375,35 @@ static void test_credential_chain_env(void **state)
 	unsetenv("OBS_SECRET_ACCESS_KEY");
 }
 
+static void test_mount_bdi(void **state)
+{
+	/* proc(5) mountinfo lines; the mount point field escapes a space as
+	 * \040, and a later mount on the same path hides an earlier one. */
+	static const char text[] =
+		"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		"40 22 0:38 / /mnt/my\\040data rw,nosuid shared:20 - "
+		"fuse.hoardfs s3://b rw,user_id=0\n"
+		"41 40 0:52 / /mnt/my\\040data rw - fuse.hoardfs s3://c rw\n"
+		"42 22 0:39 / /mnt/other rw - fuse.hoardfs s3://d rw";
+	char dev[16];
+	FILE *f;
+
+	(void)state;
+	f = fmemopen((void *)text, sizeof(text) - 1, "r");
+	assert_non_null(f);
+	assert_int_equal(cli_mount_bdi(f, "/mnt/my data", dev, sizeof(dev)), 0);
+	assert_string_equal(dev, "0:52");
+	rewind(f);
+	assert_int_equal(cli_mount_bdi(f, "/mnt/other", dev, sizeof(dev)), 0);
+	assert_string_equal(dev, "0:39"); /* a last line without newline */
+	rewind(f);
+	assert_int_equal(cli_mount_bdi(f, "/mnt/my", dev, sizeof(dev)),
+			 -ENOENT);
+	rewind(f);
+	assert_int_equal(cli_mount_bdi(f, "/", dev, 3), -ENAMETOOLONG);
+	fclose(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +416,7 @@ int main(void)
 		cmocka_unit_test_setup(test_signature_and_resolve, setup_env),
 		cmocka_unit_test(test_aws_credentials_file),
 		cmocka_unit_test(test_credential_chain_env),
+		cmocka_unit_test(test_mount_bdi),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
