@@ -44,8 +44,9 @@
  * opened since the last one (touches), so opening a cached object writes
  * nothing to the index itself.
  *
- * Backpressure.  Workers wait while the commit backlog is full
- * (SCHED_COMMIT_MAX), so finished objects cannot pile up open data files.
+ * Backpressure.  Workers wait while the commit backlog or the verify
+ * queue is full (SCHED_COMMIT_MAX), so finished objects cannot pile up
+ * open data files.
  * A worker reserves a part's bytes against the cache limit
  * before fetching it (evict.c).  When eviction cannot make room, a
  * read-ahead part is skipped and a demanded part fails with -ENOSPC, which
@@ -398,9 +399,11 @@ static void *worker_main(void *arg)
 		uint32_t p = 0;
 		int demanded = 0, rc;
 
-		/* Backpressure: a full commit backlog must drain first. */
-		if (s->ncommits >= s->commit_max) {
-			pthread_cond_wait(&s->commit_room_cond, &s->lock);
+		/* Backpressure: a full commit or verify backlog must drain
+		 * first. */
+		if (s->ncommits >= s->commit_max ||
+		    s->nverify >= s->commit_max) {
+			pthread_cond_wait(&s->room_cond, &s->lock);
 			continue;
 		}
 		o = job_take_locked(s, &p, &demanded, &dead);
@@ -620,7 +623,7 @@ static void *committer_main(void *arg)
 		ntouches = s->ntouches;
 		s->touches = NULL;
 		s->ntouches = s->touches_cap = 0;
-		pthread_cond_broadcast(&s->commit_room_cond);
+		pthread_cond_broadcast(&s->room_cond);
 		pthread_mutex_unlock(&s->lock);
 		commit_batch(s, v, n, touches, ntouches);
 		pthread_mutex_lock(&s->lock);
@@ -652,8 +655,8 @@ static size_t commit_max(void)
 	struct rlimit lim;
 	size_t max = SCHED_COMMIT_MAX;
 
-	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur / 4 < max)
-		max = lim.rlim_cur / 4;
+	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur / 8 < max)
+		max = lim.rlim_cur / 8;
 	return max < SCHED_COMMIT_MIN ? SCHED_COMMIT_MIN : max;
 }
 
@@ -681,7 +684,7 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	pthread_mutex_init(&s->version_lock, NULL);
 	pthread_cond_init(&s->work_cond, NULL);
 	pthread_cond_init(&s->commit_cond, NULL);
-	pthread_cond_init(&s->commit_room_cond, NULL);
+	pthread_cond_init(&s->room_cond, NULL);
 	pthread_cond_init(&s->evict_cond, NULL);
 	pthread_cond_init(&s->space_cond, NULL);
 	pthread_cond_init(&s->verify_cond, NULL);
@@ -727,7 +730,7 @@ void sched_free(struct sched *s)
 	atomic_store(&s->stopping, 1);
 	pthread_cond_broadcast(&s->work_cond);
 	pthread_cond_broadcast(&s->commit_cond);
-	pthread_cond_broadcast(&s->commit_room_cond);
+	pthread_cond_broadcast(&s->room_cond);
 	pthread_cond_broadcast(&s->evict_cond);
 	pthread_cond_broadcast(&s->space_cond);
 	pthread_cond_broadcast(&s->verify_cond);
@@ -767,7 +770,7 @@ void sched_free(struct sched *s)
 	pthread_cond_destroy(&s->space_cond);
 	pthread_cond_destroy(&s->evict_cond);
 	pthread_cond_destroy(&s->commit_cond);
-	pthread_cond_destroy(&s->commit_room_cond);
+	pthread_cond_destroy(&s->room_cond);
 	pthread_cond_destroy(&s->work_cond);
 	pthread_mutex_destroy(&s->version_lock);
 	pthread_mutex_destroy(&s->lock);

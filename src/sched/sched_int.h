@@ -34,11 +34,13 @@ enum part_state {
  * ones, a few thousand at most; chains stay short. */
 #define SCHED_TABLE_SIZE 4096
 
-/* Commit records (finished parts) waiting for the committer at most:
- * each may keep a closed object's data file open, so the backlog bounds
- * descriptors and unrecorded bytes; fetch workers wait when it is full.
- * Also at most a quarter of the open-file limit, and at least
- * SCHED_COMMIT_MIN. */
+/* Commit records (finished parts) waiting for the committer at most, and
+ * objects waiting for their MD5 check at most: each may keep a closed
+ * object's data file open, so the backlogs bound descriptors and
+ * unrecorded bytes; fetch workers wait while either is full.  Also at most
+ * an eighth of the open-file limit each (the queue, the batch being
+ * committed and the verify queue then hold under half of it), and at
+ * least SCHED_COMMIT_MIN. */
 #define SCHED_COMMIT_MAX 1024
 #define SCHED_COMMIT_MIN 16
 
@@ -136,9 +138,11 @@ struct sched {
 	struct demand *demand_head, *demand_tail;      /* lock: FIFO */
 	struct sched_obj *pending_head, *pending_tail; /* lock: FIFO */
 	struct sched_obj *verify_head, *verify_tail;   /* lock: FIFO */
-	struct commit_rec *commits;	 /* lock: array of ncommits */
-	size_t ncommits, commits_cap;	 /* lock */
-	pthread_cond_t commit_room_cond; /* lock: the committer took a batch */
+	size_t nverify;		    /* lock: objects queued or being verified */
+	struct commit_rec *commits; /* lock: array of ncommits */
+	size_t ncommits, commits_cap; /* lock */
+	pthread_cond_t room_cond;     /* lock: the committer took a batch or the
+				       * verifier finished an object */
 	size_t commit_max;	      /* backlog bound, see SCHED_COMMIT_MAX */
 	int64_t *touches;	      /* lock: ids of objects opened since the
 				       * last commit, to touch in the index */

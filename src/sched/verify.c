@@ -58,6 +58,7 @@ void sched_verify_queue_locked(struct sched *s, struct sched_obj *o)
 		return;
 	o->verified = 1;
 	o->refs++;
+	s->nverify++;
 	o->verify_next = NULL;
 	if (s->verify_tail)
 		s->verify_tail->verify_next = o;
@@ -170,6 +171,8 @@ void *sched_verify_main(void *arg)
 				 s->bucket, o->key, strerror(-rc));
 		}
 		pthread_mutex_lock(&s->lock);
+		s->nverify--;
+		pthread_cond_broadcast(&s->room_cond);
 		if (sched_obj_unref_locked(o)) {
 			pthread_mutex_unlock(&s->lock);
 			sched_obj_destroy(o);
