@@ -41,7 +41,7 @@ UNIT_SRC := $(sort $(wildcard test/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 PYTHON := /usr/bin/python3
 
-.PHONY: all deps unit integration check test demo lint format clean \
+.PHONY: all deps unit integration check test demo bench lint format clean \
 	install uninstall check-sanitize fuzz fuzz-build
 
 PREFIX ?= /usr/local
@@ -168,6 +168,12 @@ fuzz: $(FUZZ_BIN)
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BUILD)/hoardfs
+
+# hoardfs against s3fs, rclone mount and local disk (docs/BENCHMARKS.md);
+# not part of make test.  make bench BENCH_ARGS=--quick for a short run.
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/bench $(BENCH_ARGS)
 
 LINT_SRC = $(wildcard src/*/*.c src/*/*.h include/hoardfs/*.h test/unit/*.c \
 	test/fuzz/*.c test/fuzz/*.h)
