@@ -62,7 +62,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "hoardfs/log.h"
@@ -212,8 +211,7 @@ int sched_demand_push_locked(struct sched *s, struct sched_obj *o, uint32_t p)
 	return 0;
 }
 
-/* Chain @o on *@dead when @o is the last reference, for destroy_chain(). */
-static void unref_into(struct sched_obj *o, struct sched_obj **dead)
+void sched_unref_into(struct sched_obj *o, struct sched_obj **dead)
 {
 	if (sched_obj_unref_locked(o)) {
 		o->pending_next = *dead;
@@ -221,7 +219,7 @@ static void unref_into(struct sched_obj *o, struct sched_obj **dead)
 	}
 }
 
-static void destroy_chain(struct sched_obj *dead)
+void sched_destroy_chain(struct sched_obj *dead)
 {
 	while (dead) {
 		struct sched_obj *next = dead->pending_next;
@@ -253,7 +251,7 @@ static struct sched_obj *job_take_locked(struct sched *s, uint32_t *part,
 			*demanded = 1;
 			return o; /* the demand's reference moves to the job */
 		}
-		unref_into(o, dead);
+		sched_unref_into(o, dead);
 	}
 	while (s->pending_head) {
 		struct sched_obj *o = s->pending_head;
@@ -333,34 +331,14 @@ static int fetch_part(struct sched_obj *o, uint32_t p, uint64_t *bytes)
 	return rc;
 }
 
-static int commit_push_locked(struct sched *s, struct sched_obj *o,
-			      uint64_t off, uint64_t end)
-{
-	if (s->ncommits == s->commits_cap) {
-		size_t cap = s->commits_cap ? 2 * s->commits_cap : 64;
-		struct commit_rec *v =
-			realloc(s->commits, cap * sizeof(*s->commits));
-
-		if (!v)
-			return -ENOMEM;
-		s->commits = v;
-		s->commits_cap = cap;
-	}
-	o->refs++;
-	s->commits[s->ncommits++] = (struct commit_rec){
-		.o = o, .off = off, .end = end, .generation = o->generation};
-	pthread_cond_signal(&s->commit_cond);
-	return 0;
-}
-
 /* Publish the outcome of fetching part @p of @o (s->lock held); @written
  * says a transfer into the data file was attempted. */
 static void part_done_locked(struct sched *s, struct sched_obj *o, uint32_t p,
 			     int rc, int written)
 {
 	if (rc == 0)
-		rc = commit_push_locked(s, o, sched_part_off(o, p),
-					sched_part_end(o, p));
+		rc = sched_commit_push_locked(s, o, sched_part_off(o, p),
+					      sched_part_end(o, p));
 	if (rc == 0) {
 		o->part[p] = PART_PRESENT;
 		o->fetched++;
@@ -409,7 +387,7 @@ static void *worker_main(void *arg)
 		o = job_take_locked(s, &p, &demanded, &dead);
 		if (dead) {
 			pthread_mutex_unlock(&s->lock);
-			destroy_chain(dead);
+			sched_destroy_chain(dead);
 			pthread_mutex_lock(&s->lock);
 		}
 		if (!o) {
@@ -451,194 +429,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Mark each record of a distinct file of the batch as the first of it
- * in batch @epoch; returns how many distinct files there are. */
-static size_t commit_mark_files(const struct commit_rec *v, size_t n,
-				unsigned epoch)
-{
-	size_t files = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		struct sched_obj *o = v[i].o;
-
-		if (o->commit_epoch == epoch)
-			continue;
-		o->commit_epoch = epoch;
-		o->commit_durable = 0;
-		files++;
-	}
-	return files;
-}
-
-/* Make a batch of many files durable with one syncfs(2).  Returns 0 when
- * every record's bytes and entries are durable. */
-static int commit_sync_all(struct sched *s, const struct commit_rec *v,
-			   size_t n, char *durable)
-{
-	if (store_sync_all(s->store) != 0)
-		return -EIO;
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < n; i++) {
-		v[i].o->needs_dir_sync = 0;
-		durable[i] = 1;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return 0;
-}
-
-/* Make a batch of few files durable: one fdatasync per file, and one
- * sync per directory of new files.  Fills @durable. */
-static void commit_sync_each(struct sched *s, const struct commit_rec *v,
-			     size_t n, char *durable)
-{
-	unsigned char sub_state[256] = {0}; /* 0 unsynced, 1 ok, 2 failed */
-	unsigned epoch = ++s->commit_epoch;
-	int dir_sync;
-
-	for (size_t i = 0; i < n; i++) {
-		struct sched_obj *o = v[i].o;
-		unsigned sub;
-
-		/* One fdatasync per file per batch: reuse an earlier one. */
-		if (o->commit_epoch == epoch) {
-			durable[i] = o->commit_durable;
-			continue;
-		}
-		o->commit_epoch = epoch;
-		o->commit_durable = 0;
-		pthread_mutex_lock(&s->lock);
-		dir_sync = o->needs_dir_sync;
-		pthread_mutex_unlock(&s->lock);
-		if (fdatasync(o->fd) != 0) {
-			log_error("commit: fdatasync of s3://%s/%s: %s",
-				  s->bucket, o->key, strerror(errno));
-			continue;
-		}
-		/* And one sync per directory of new files per batch. */
-		sub = (unsigned)strtoul((char[3]){o->name[0], o->name[1], 0},
-					NULL, 16);
-		if (dir_sync && !sub_state[sub])
-			sub_state[sub] =
-				store_sync_dirs(s->store, o->name) == 0 ? 1 : 2;
-		if (dir_sync && sub_state[sub] != 1)
-			continue;
-		durable[i] = o->commit_durable = 1;
-		if (dir_sync) {
-			pthread_mutex_lock(&s->lock);
-			o->needs_dir_sync = 0;
-			pthread_mutex_unlock(&s->lock);
-		}
-	}
-}
-
-/* Make one batch durable and record it with the queued touches (object
- * ids).  Runs without s->lock; the commit marks of objects are the commit
- * thread's own. */
-static void commit_batch(struct sched *s, const struct commit_rec *v, size_t n,
-			 const int64_t *touches, size_t ntouches)
-{
-	struct idx_extent_rec *recs =
-		calloc(n + ntouches ? n + ntouches : 1, sizeof(*recs));
-	char *durable = calloc(n ? n : 1, 1);
-	size_t nrecs = 0;
-	int rc;
-
-	if (!recs || !durable) {
-		log_error("commit: out of memory; %zu parts stay unrecorded",
-			  n);
-		goto out;
-	}
-	if (commit_mark_files(v, n, ++s->commit_epoch) < SCHED_SYNCFS_MIN ||
-	    commit_sync_all(s, v, n, durable) != 0)
-		commit_sync_each(s, v, n, durable);
-	pthread_mutex_lock(&s->version_lock);
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < n; i++) {
-		const struct sched_obj *o = v[i].o;
-
-		if (!durable[i] || o->stale || o->generation != v[i].generation)
-			continue;
-		recs[nrecs++] = (struct idx_extent_rec){
-			.object_id = o->idx_id,
-			.off = v[i].off,
-			.end = v[i].end,
-		};
-	}
-	pthread_mutex_unlock(&s->lock);
-	/* An empty extent only touches its object. */
-	for (size_t i = 0; i < ntouches; i++)
-		recs[nrecs++] =
-			(struct idx_extent_rec){.object_id = touches[i]};
-	rc = idx_extents_commit(s->idx, recs, nrecs, util_now_sec());
-	pthread_mutex_unlock(&s->version_lock);
-	if (rc != 0)
-		log_error("commit: recording %zu extents: %s", nrecs,
-			  strerror(-rc));
-out:
-	free(durable);
-	free(recs);
-}
-
-static void *committer_main(void *arg)
-{
-	struct sched *s = arg;
-	struct timespec ts;
-
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		struct commit_rec *v;
-		struct sched_obj *dead = NULL;
-		int64_t *touches;
-		size_t n, ntouches;
-
-		/* Parts go at once; touches wait to share a transaction. */
-		while (s->ncommits == 0 && !atomic_load(&s->stopping)) {
-			if (s->ntouches == 0) {
-				pthread_cond_wait(&s->commit_cond, &s->lock);
-				continue;
-			}
-			sched_deadline_after(&ts, SCHED_TOUCH_DELAY_MS);
-			if (pthread_cond_timedwait(&s->commit_cond, &s->lock,
-						   &ts) == ETIMEDOUT)
-				break;
-		}
-		if (s->ncommits == 0 && s->ntouches == 0)
-			break; /* stopping with nothing left */
-		/* A few parts: wait a moment for enough files to make one
-		 * syncfs cheaper than a sync each (a journal commit each). */
-		if (s->ncommits < SCHED_SYNCFS_MIN &&
-		    !atomic_load(&s->stopping)) {
-			sched_deadline_after(&ts, SCHED_COMMIT_GATHER_MS);
-			while (s->ncommits < SCHED_SYNCFS_MIN &&
-			       !atomic_load(&s->stopping) &&
-			       pthread_cond_timedwait(&s->commit_cond, &s->lock,
-						      &ts) != ETIMEDOUT)
-				;
-		}
-		v = s->commits;
-		n = s->ncommits;
-		s->commits = NULL;
-		s->ncommits = s->commits_cap = 0;
-		touches = s->touches;
-		ntouches = s->ntouches;
-		s->touches = NULL;
-		s->ntouches = s->touches_cap = 0;
-		pthread_cond_broadcast(&s->room_cond);
-		pthread_mutex_unlock(&s->lock);
-		commit_batch(s, v, n, touches, ntouches);
-		pthread_mutex_lock(&s->lock);
-		for (size_t i = 0; i < n; i++)
-			unref_into(v[i].o, &dead);
-		pthread_mutex_unlock(&s->lock);
-		destroy_chain(dead);
-		free(v);
-		free(touches);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
 static int start_thread(pthread_t *t, int *started, void *(*fn)(void *),
 			struct sched *s)
 {
@@ -647,17 +437,6 @@ static int start_thread(pthread_t *t, int *started, void *(*fn)(void *),
 	if (rc == 0)
 		*started = 1;
 	return -rc;
-}
-
-/* The commit backlog bound for this process's open-file limit. */
-static size_t commit_max(void)
-{
-	struct rlimit lim;
-	size_t max = SCHED_COMMIT_MAX;
-
-	if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur / 8 < max)
-		max = lim.rlim_cur / 8;
-	return max < SCHED_COMMIT_MIN ? SCHED_COMMIT_MIN : max;
 }
 
 int sched_new(const struct sched_config *cfg, const char *bucket,
@@ -674,7 +453,7 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
-	s->commit_max = commit_max();
+	s->commit_max = sched_commit_max();
 	s->client = client;
 	s->store = store;
 	s->idx = idx;
@@ -695,7 +474,7 @@ int sched_new(const struct sched_config *cfg, const char *bucket,
 	rc = idx_stats(idx, &objects, &s->cached_bytes);
 	if (rc == 0)
 		rc = start_thread(&s->committer, &s->committer_started,
-				  committer_main, s);
+				  sched_committer_main, s);
 	if (rc == 0)
 		rc = start_thread(&s->evictor, &s->evictor_started,
 				  sched_evict_main, s);
@@ -750,7 +529,7 @@ void sched_free(struct sched *s)
 		struct demand *d = s->demand_head;
 
 		s->demand_head = d->next;
-		unref_into(d->o, &dead);
+		sched_unref_into(d->o, &dead);
 		free(d);
 	}
 	s->demand_tail = NULL;
@@ -763,7 +542,7 @@ void sched_free(struct sched *s)
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
-	destroy_chain(dead);
+	sched_destroy_chain(dead);
 	if (s->committer_started)
 		pthread_join(s->committer, NULL);
 	pthread_cond_destroy(&s->verify_cond);
@@ -848,30 +627,6 @@ static uint64_t old_version_bytes(struct sched *s, const struct idx_object *row)
 	return bytes;
 }
 
-/* Record that object @id was used, in the committer's next transaction:
- * an open of a cached version then writes nothing to the index itself.
- * A touch lost to a full queue or to memory only ages the object in the
- * LRU order. */
-static void touch_push(struct sched *s, int64_t id)
-{
-	pthread_mutex_lock(&s->lock);
-	if (s->ntouches == s->touches_cap && s->touches_cap < SCHED_TOUCH_MAX) {
-		size_t cap = s->touches_cap ? 2 * s->touches_cap : 256;
-		int64_t *v = realloc(s->touches, cap * sizeof(*v));
-
-		if (v) {
-			s->touches = v;
-			s->touches_cap = cap;
-		}
-	}
-	if (s->ntouches < s->touches_cap)
-		s->touches[s->ntouches++] = id;
-	/* The first touch starts the committer's clock. */
-	if (s->ntouches == 1)
-		pthread_cond_signal(&s->commit_cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
 /*
  * Record the version (version_lock held): an unchanged version, the warm
  * case, only queues a touch; a new one is written at once, dropping the
@@ -887,7 +642,7 @@ static int obj_record_version(struct sched *s, struct sched_obj *o,
 		return rc;
 	if (rc == 0 && strcmp(row->etag, o->etag) == 0 &&
 	    row->size == o->size && row->mtime_sec == mtime_sec) {
-		touch_push(s, row->id);
+		sched_touch_push(s, row->id);
 		return 0;
 	}
 	if (rc == 0 &&

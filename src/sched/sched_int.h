@@ -162,7 +162,27 @@ struct sched {
 	struct sched_stats stats; /* lock */
 };
 
+/* The group commit (commit.c). */
+/* Queue [@off, @end) of @o for the committer (s->lock held); takes a
+ * reference.  Returns 0 or -ENOMEM. */
+int sched_commit_push_locked(struct sched *s, struct sched_obj *o, uint64_t off,
+			     uint64_t end);
+/* Record that object @id was used, in the committer's next transaction
+ * (s->lock not held): an open of a cached version then writes nothing to
+ * the index itself.  A touch lost to a full queue or to memory only ages
+ * the object in the LRU order. */
+void sched_touch_push(struct sched *s, int64_t id);
+/* The commit backlog bound for this process's open-file limit, records. */
+size_t sched_commit_max(void);
+/* The commit thread's body; @arg is the struct sched. */
+void *sched_committer_main(void *arg);
+
 /* Shared helpers of sched.c. */
+/* Chain @o on *@dead when @o is the last reference (s->lock held), for
+ * sched_destroy_chain() after unlocking. */
+void sched_unref_into(struct sched_obj *o, struct sched_obj **dead);
+/* Destroy every object of a chain made by sched_unref_into(). */
+void sched_destroy_chain(struct sched_obj *dead);
 /* *@ts = now + @ms on CLOCK_REALTIME, the clock of pthread_cond_timedwait. */
 void sched_deadline_after(struct timespec *ts, long ms);
 uint64_t sched_part_off(const struct sched_obj *o, uint32_t p);
