@@ -94,18 +94,13 @@ int idx_extents_load(struct idx *x, int64_t object_id, struct extent_set *set)
  * extents in @v (each merged with the touching or overlapping extents of
  * its object, so the table stays coalesced) and set the last access of
  * every object named to @atime_sec.  Extents of objects no longer in the
- * index are ignored, and so are empty records (off == end).
+ * index are ignored.  An empty record (off == end) records no bytes: it
+ * only touches its object, which is how opens update the LRU order.
  * Returns 0, or -EINVAL (a record with off > end or end > INT64_MAX),
  * -ENOMEM or -EIO, and then nothing is recorded.
  */
 int idx_extents_commit(struct idx *x, const struct idx_extent_rec *v, size_t n,
 		       int64_t atime_sec) __attribute__((warn_unused_result));
-
-/*
- * idx_object_touch - set the last access of @object_id to @atime_sec.
- * Returns 0 or -EIO.
- */
-int idx_object_touch(struct idx *x, int64_t object_id, int64_t atime_sec);
 
 /*
  * idx_object_remove - delete @object_id and its extents.

@@ -56,7 +56,6 @@
  * when their set is freed.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -72,13 +71,11 @@
 #include "client/buf.h"
 #include "client/client_int.h"
 #include "client/endpoint.h"
-#include "client/listxml.h"
-#include "client/resp.h"
 #include "client/sigv2.h"
-#include "client/sigv4.h"
 #include "hoardfs/client.h"
 #include "hoardfs/log.h"
 #include "hoardfs/util.h"
+
 /* ---- small helpers ---------------------------------------------------- */
 
 /* A uniformly distributed 64-bit number (splitmix64); thread-safe. */

@@ -9,27 +9,16 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-#include <libxml/parser.h>
-
-#include "client/buf.h"
 #include "client/client_int.h"
-#include "client/endpoint.h"
-#include "client/listxml.h"
-#include "client/resp.h"
-#include "client/sigv2.h"
-#include "client/sigv4.h"
 #include "hoardfs/client.h"
 #include "hoardfs/log.h"
 #include "hoardfs/util.h"
+
 /* strdup of @s with leading and trailing white space removed. */
 static char *client_strdup_trim(const char *s)
 {

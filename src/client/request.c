@@ -8,20 +8,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <curl/curl.h>
-#include <libxml/parser.h>
 
 #include "client/buf.h"
 #include "client/client_int.h"
-#include "client/endpoint.h"
 #include "client/listxml.h"
 #include "client/resp.h"
 #include "client/sigv2.h"
@@ -29,6 +24,7 @@
 #include "hoardfs/client.h"
 #include "hoardfs/log.h"
 #include "hoardfs/util.h"
+
 static const char *const client_op_names[] = {"HEAD", "GET", "LIST"};
 
 /* ---- libcurl callbacks ------------------------------------------------- */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The index's smaller calls: touching, removing and counting objects,
+ * The index's smaller calls: removing and counting objects,
  * dropping an object's extents, paging
  * through objects (LRU order for eviction, id order for the janitor), and
  * the stored directory listings.  Same locking as idx.c: one mutex around
@@ -14,17 +14,6 @@
 
 #include "hoardfs/idx.h"
 #include "idx/idx_int.h"
-
-int idx_object_touch(struct idx *x, int64_t object_id, int64_t atime_sec)
-{
-	int rc;
-
-	idx_lock(x);
-	rc = idx_by_id_locked(x, IDX_ST_TOUCH, object_id, 1, atime_sec,
-			      "touch object");
-	idx_unlock(x);
-	return rc;
-}
 
 int idx_object_remove(struct idx *x, int64_t object_id)
 {
