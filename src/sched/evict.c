@@ -177,20 +177,22 @@ void sched_evict_kick_locked(struct sched *s)
 	pthread_cond_signal(&s->evict_cond);
 }
 
-/* Whether @bytes more would break a limit (s->lock held; drops it for the
- * statvfs). */
+/* Whether @bytes more would break a limit (s->lock held).  The statvfs
+ * comes first, with the lock dropped, so that the size check and the
+ * caller's reservation happen under one hold of the lock: two workers
+ * cannot both see the same room. */
 static int too_full_locked(struct sched *s, uint64_t bytes)
 {
-	uint64_t limit = s->cfg.cache_limit_bytes, free;
+	uint64_t limit = s->cfg.cache_limit_bytes, free = UINT64_MAX;
 
+	if (s->cfg.min_free_bytes) {
+		pthread_mutex_unlock(&s->lock);
+		free = free_bytes(s);
+		pthread_mutex_lock(&s->lock);
+	}
 	if (limit && used_locked(s) + bytes > limit)
 		return 1;
-	if (!s->cfg.min_free_bytes)
-		return 0;
-	pthread_mutex_unlock(&s->lock);
-	free = free_bytes(s);
-	pthread_mutex_lock(&s->lock);
-	return free < s->cfg.min_free_bytes + bytes;
+	return s->cfg.min_free_bytes && free < s->cfg.min_free_bytes + bytes;
 }
 
 int sched_space_reserve_locked(struct sched *s, uint64_t bytes)
@@ -198,18 +200,21 @@ int sched_space_reserve_locked(struct sched *s, uint64_t bytes)
 	struct timespec ts;
 	unsigned pass;
 
-	if (!too_full_locked(s, bytes))
-		return 0;
-	if (!s->evictor_started || atomic_load(&s->stopping))
-		return -ENOSPC;
-	pass = s->evict_passes;
-	sched_evict_kick_locked(s);
-	sched_deadline_after(&ts, EVICT_WAIT_MS);
-	while (s->evict_passes == pass && !atomic_load(&s->stopping))
-		if (pthread_cond_timedwait(&s->space_cond, &s->lock, &ts) ==
-		    ETIMEDOUT)
-			break;
-	return too_full_locked(s, bytes) ? -ENOSPC : 0;
+	if (too_full_locked(s, bytes)) {
+		if (!s->evictor_started || atomic_load(&s->stopping))
+			return -ENOSPC;
+		pass = s->evict_passes;
+		sched_evict_kick_locked(s);
+		sched_deadline_after(&ts, EVICT_WAIT_MS);
+		while (s->evict_passes == pass && !atomic_load(&s->stopping))
+			if (pthread_cond_timedwait(&s->space_cond, &s->lock,
+						   &ts) == ETIMEDOUT)
+				break;
+		if (too_full_locked(s, bytes))
+			return -ENOSPC;
+	}
+	s->inflight_bytes += bytes;
+	return 0;
 }
 
 /*

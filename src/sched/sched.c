@@ -411,7 +411,6 @@ static void *worker_main(void *arg)
 		} else if (rc != 0) {
 			part_done_locked(s, o, p, rc, 0);
 		} else {
-			s->inflight_bytes += need;
 			pthread_mutex_unlock(&s->lock);
 			rc = fetch_part(o, p, &bytes);
 			pthread_mutex_lock(&s->lock);

@@ -201,10 +201,12 @@ void sched_pending_push_locked(struct sched *s, struct sched_obj *o);
  * @requeue is 0, and older commit records void. */
 void sched_obj_drop_parts_locked(struct sched_obj *o, int requeue);
 
-/* evict.c: the eviction thread, and the check a worker makes before a
- * fetch.  sched_space_reserve() returns 0 when @bytes may be added to the
- * cache now (after waiting for one eviction pass if needed), else
- * -ENOSPC.  Called and returns with s->lock held. */
+/* evict.c: the eviction thread, and the reservation a worker makes
+ * before a fetch.  sched_space_reserve_locked() returns 0 when @bytes fit
+ * in the cache now (after waiting for one eviction pass if needed) and
+ * adds them to s->inflight_bytes, which the caller takes them off when the
+ * fetch ends; else -ENOSPC and nothing is reserved.  Called and returns
+ * with s->lock held (dropped meanwhile). */
 void *sched_evict_main(void *arg);
 int sched_space_reserve_locked(struct sched *s, uint64_t bytes);
 void sched_evict_kick_locked(struct sched *s);
